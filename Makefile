@@ -1,0 +1,43 @@
+# Thin driver over CMake. `make test` is what CI (.ci/run) calls.
+#   make test       install missing Debian packages, configure, build, run every test,
+#                   then rebuild the torch-free core with ASan+UBSan and run its tests
+#   make build      configure and build (Release) into $(BUILD)
+#   make bench      build and run the benchmarks (see bench/)
+#   make clean      remove the build trees
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= 2
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build test test-release test-sanitize bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-sanitize: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMONA_SANITIZE=ON -DMONA_WITH_TORCH=OFF
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS)
+
+test: test-release test-sanitize
+
+bench: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMONA_BUILD_BENCH=ON $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j$(JOBS)
+	@if [ -x $(BUILD)/bench/run-benchmarks ]; then $(BUILD)/bench/run-benchmarks; \
+	 else echo "no benchmarks built yet (bench/ is empty)"; fi
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,94 @@
+// mona/core/scan.h: the hard monotonic attention scan of test time (002 Algorithm 1,
+// 000 Algorithm 1 lines 4-9), one output step, online.
+//
+// For output step i the scan starts at the memory entry chosen at step i - 1 (t_{i-1};
+// t_0 = entry 0) and inspects entries j = t_{i-1}, t_{i-1} + 1, ... left to right. At
+// each it asks the caller for p_choose(j) = sigmoid(e[i, j]) (002 eqs. 6-7) and stops at
+// the first j with
+//   threshold mode (default, 002 sec. 2.5):  p_choose(j) >= tau           (tau in (0, 1))
+//   sampling mode  (002 eq. 8):             z_j ~ Bernoulli(p_choose(j)) = 1
+// The probabilities are requested lazily, one entry at a time, so only inspected entries
+// cost an energy evaluation: over a whole output sequence at most T + U entries are
+// inspected (each step re-inspects at most its start entry), which makes decoding linear.
+//
+// Online use: only the first `available` memory entries exist so far. The scan reports
+// one of three outcomes:
+//   kChose          entry `index` was chosen: t_i = index, the context is built there;
+//   kNeedMoreInput  every available entry from the start was rejected and the input is
+//                   not finished: call again, with start = `index` (the first entry not
+//                   yet inspected), once more entries have arrived. No entry is inspected
+//                   twice, so threshold and sampling decisions are never redrawn;
+//   kExhausted      the input is finished and no entry was chosen: the context is the
+//                   zero vector (002 sec. 2.2) and `index` = available.
+// Monotonic attention never moves left: a chosen index is always >= start.
+//
+// Errors (mona::Error): start < 0 or start > available, tau outside (0, 1), sampling
+// mode without a generator, a p_choose value outside [0, 1] or NaN (names the index).
+#pragma once
+
+#include <cstdint>
+
+#include "mona/core/error.h"
+#include "mona/core/rng.h"
+
+namespace mona::core {
+
+/// What a scan step decided.
+enum class ScanStatus {
+  kChose,          ///< an entry was chosen; ScanResult::index is t_i
+  kNeedMoreInput,  ///< ran out of available entries; resume at ScanResult::index
+  kExhausted,      ///< finished input scanned without choosing; context is zero
+};
+
+/// Outcome of monotonic_scan.
+struct ScanResult {
+  ScanStatus status = ScanStatus::kExhausted;
+  int64_t index = 0;      ///< chosen entry, or where to resume, or `available`
+  int64_t inspected = 0;  ///< number of p_choose evaluations made by this call
+};
+
+/// How entries are chosen.
+struct ScanOptions {
+  double threshold = 0.5;  ///< tau: choose when p_choose >= tau (002 sec. 2.5)
+  bool sample = false;     ///< draw z ~ Bernoulli(p_choose) instead (002 eq. 8)
+
+  /// Throws mona::Error unless 0 < threshold < 1.
+  void validate() const {
+    detail::check(threshold > 0.0 && threshold < 1.0,
+                  "ScanOptions.threshold: tau must lie in (0, 1), got ", threshold);
+  }
+};
+
+/// One hard monotonic attention step over memory entries [start, available).
+/// `p_choose_at(j)` returns the selection probability of entry j (any floating type); it
+/// is called once per inspected entry, in increasing j. `input_finished` says whether
+/// more entries can still arrive. `rng` is required in sampling mode (else ignored).
+template <class PChooseAt>
+ScanResult monotonic_scan(int64_t start, int64_t available, bool input_finished,
+                          PChooseAt&& p_choose_at, const ScanOptions& options = {},
+                          Rng* rng = nullptr) {
+  options.validate();
+  detail::check(start >= 0, "monotonic_scan: start must be >= 0, got ", start);
+  detail::check(start <= available, "monotonic_scan: start (", start,
+                ") must not exceed available (", available, ")");
+  detail::check(!options.sample || rng != nullptr,
+                "monotonic_scan: rng must not be null in sampling mode");
+  ScanResult result;
+  for (int64_t j = start; j < available; ++j) {
+    const double p = static_cast<double>(p_choose_at(j));
+    ++result.inspected;
+    detail::check(p >= 0.0 && p <= 1.0, "monotonic_scan: p_choose(", j,
+                  ") must lie in [0, 1], got ", p);
+    const bool choose = options.sample ? rng->bernoulli(p) : p >= options.threshold;
+    if (choose) {
+      result.status = ScanStatus::kChose;
+      result.index = j;
+      return result;
+    }
+  }
+  result.status = input_finished ? ScanStatus::kExhausted : ScanStatus::kNeedMoreInput;
+  result.index = available;
+  return result;
+}
+
+}  // namespace mona::core

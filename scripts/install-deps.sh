@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package mona's build, tests, benchmarks and recipes need.
+# Idempotent: apt-get runs only when a package is missing. Safe to call from `make`.
+#
+#   scripts/install-deps.sh          # everything (core + LibTorch layer + tools)
+#   scripts/install-deps.sh --core   # only what the torch-free core and its tests need
+set -euo pipefail
+
+core_pkgs=(
+  build-essential cmake make pkg-config
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+)
+full_pkgs=(
+  # LibTorch (CPU). Without an optimised BLAS, Debian's libtorch falls back to the
+  # reference BLAS, about 15x slower for matrix products.
+  libtorch-dev libopenblas0-pthread
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  libcairo2-dev
+)
+
+want=("${core_pkgs[@]}")
+if [[ "${1:-}" != "--core" ]]; then
+  want+=("${full_pkgs[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  # dpkg-query prints "install ok installed" only for a fully installed package.
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,189 @@
+// Expected alignment of hard monotonic attention (002 eqs. 13-14): see
+// include/mona/core/monotonic.h for the recurrences and docs/math.md section 2 for the
+// derivation of the backward pass.
+#include "mona/core/monotonic.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "validate.h"
+
+namespace mona::core {
+namespace {
+
+// One row of the forward recurrence over the n valid entries. `out` may alias `a`:
+// a[j] is read before out[j] is written.
+template <class T>
+inline void row_forward(int64_t n, const T* p, const T* a, T* out) {
+  T q = 0;
+  T keep = 0;  // 1 - p[j-1]; q[-1] = 0 so its value at j = 0 does not matter
+  for (int64_t j = 0; j < n; ++j) {
+    q = keep * q + a[j];
+    keep = T(1) - p[j];
+    out[j] = p[j] * q;
+  }
+}
+
+// One row of the backward recurrence. On entry g[j] = dL/dalpha[i, j] (total); on exit
+// g[j] = dL/dalpha[i-1, j]. grad_p receives dL/dp[i, j]; it is first used to hold q.
+template <class T>
+inline void row_backward(int64_t n, const T* p, const T* a, T* g, T* grad_p) {
+  T q = 0;
+  T keep = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    q = keep * q + a[j];
+    keep = T(1) - p[j];
+    grad_p[j] = q;
+  }
+  T gq_next = 0;  // gq[i, n] = 0
+  for (int64_t j = n - 1; j >= 0; --j) {
+    const T G = g[j];
+    const T gq = G * p[j] + (T(1) - p[j]) * gq_next;
+    grad_p[j] = grad_p[j] * (G - gq_next);
+    g[j] = gq;
+    gq_next = gq;
+  }
+}
+
+template <class T>
+void fill_zero(T* x, int64_t n) {
+  std::fill(x, x + n, T(0));
+}
+
+void check_ptr(const void* ptr, const char* kernel, const char* name) {
+  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
+}
+
+}  // namespace
+
+template <class T>
+void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid& grid) {
+  const char* kName = "monotonic_alignment";
+  grid.validate(kName);
+  if (grid.numel() > 0) {
+    check_ptr(p, kName, "p");
+    check_ptr(alpha, kName, "alpha");
+  }
+  detail::check_probabilities(kName, "p", p, grid);
+  if (alpha0) {
+    detail::check_nonnegative(kName, "alpha0",
+                              alpha0, detail::rows_grid(grid.batch, grid.in_len, grid.in_lens));
+  }
+  const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
+  std::vector<T> delta(static_cast<size_t>(std::max<int64_t>(Tn, 1)), T(0));
+  delta[0] = T(1);
+
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
+    const T* prev = alpha0 ? alpha0 + b * Tn : delta.data();
+    for (int64_t i = 0; i < Ub; ++i) {
+      const int64_t off = (b * U + i) * Tn;
+      row_forward(Tb, p + off, prev, alpha + off);
+      fill_zero(alpha + off + Tb, Tn - Tb);
+      prev = alpha + off;
+    }
+    fill_zero(alpha + (b * U + Ub) * Tn, (U - Ub) * Tn);
+  }
+}
+
+template <class T>
+void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>* alpha0,
+                                  const T* alpha, T* grad_p, Opt<T>* grad_alpha0,
+                                  const Grid& grid) {
+  const char* kName = "monotonic_alignment_backward";
+  grid.validate(kName);
+  if (grid.numel() > 0) {
+    check_ptr(grad_alpha, kName, "grad_alpha");
+    check_ptr(p, kName, "p");
+    check_ptr(alpha, kName, "alpha");
+    check_ptr(grad_p, kName, "grad_p");
+  }
+  detail::check_probabilities(kName, "p", p, grid);
+  detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
+  const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
+  std::vector<T> delta(static_cast<size_t>(std::max<int64_t>(Tn, 1)), T(0));
+  delta[0] = T(1);
+  std::vector<T> scratch;
+  if (!grad_alpha0) {
+    scratch.resize(static_cast<size_t>(B * Tn));
+    grad_alpha0 = scratch.data();
+  }
+
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
+    T* g = grad_alpha0 + b * Tn;  // carries dL/dalpha[i, :] up the rows
+    fill_zero(g, Tn);
+    for (int64_t i = Ub - 1; i >= 0; --i) {
+      const int64_t off = (b * U + i) * Tn;
+      for (int64_t j = 0; j < Tb; ++j) g[j] += grad_alpha[off + j];
+      const T* prev = i > 0 ? alpha + off - Tn : (alpha0 ? alpha0 + b * Tn : delta.data());
+      row_backward(Tb, p + off, prev, g, grad_p + off);
+      fill_zero(grad_p + off + Tb, Tn - Tb);
+    }
+    fill_zero(grad_p + (b * U + Ub) * Tn, (U - Ub) * Tn);
+  }
+}
+
+template <class T>
+void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t batch,
+                              int64_t in_len, const int64_t* in_lens) {
+  const char* kName = "monotonic_alignment_step";
+  const Grid grid = detail::rows_grid(batch, in_len, in_lens);
+  grid.validate(kName);
+  if (grid.numel() > 0) {
+    check_ptr(p, kName, "p");
+    check_ptr(alpha_prev, kName, "alpha_prev");
+    check_ptr(alpha, kName, "alpha");
+  }
+  detail::check_probabilities(kName, "p", p, grid);
+  detail::check_nonnegative(kName, "alpha_prev", alpha_prev, grid);
+#pragma omp parallel for schedule(static) if (batch * in_len > 4096)
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t Tb = grid.T_of(b), off = b * in_len;
+    row_forward(Tb, p + off, alpha_prev + off, alpha + off);
+    fill_zero(alpha + off + Tb, in_len - Tb);
+  }
+}
+
+template <class T>
+void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T* alpha_prev,
+                                       T* grad_p, T* grad_alpha_prev, int64_t batch,
+                                       int64_t in_len, const int64_t* in_lens) {
+  const char* kName = "monotonic_alignment_step_backward";
+  const Grid grid = detail::rows_grid(batch, in_len, in_lens);
+  grid.validate(kName);
+  if (grid.numel() > 0) {
+    check_ptr(grad_alpha, kName, "grad_alpha");
+    check_ptr(p, kName, "p");
+    check_ptr(alpha_prev, kName, "alpha_prev");
+    check_ptr(grad_p, kName, "grad_p");
+    check_ptr(grad_alpha_prev, kName, "grad_alpha_prev");
+  }
+  detail::check_probabilities(kName, "p", p, grid);
+  detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
+#pragma omp parallel for schedule(static) if (batch * in_len > 4096)
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t Tb = grid.T_of(b), off = b * in_len;
+    T* g = grad_alpha_prev + off;
+    if (g != grad_alpha + off) std::copy(grad_alpha + off, grad_alpha + off + Tb, g);
+    row_backward(Tb, p + off, alpha_prev + off, g, grad_p + off);
+    fill_zero(g + Tb, in_len - Tb);
+    fill_zero(grad_p + off + Tb, in_len - Tb);
+  }
+}
+
+#define MONA_INSTANTIATE(T)                                                              \
+  template void monotonic_alignment<T>(const T*, const T*, T*, const Grid&);             \
+  template void monotonic_alignment_backward<T>(const T*, const T*, const T*, const T*, \
+                                                T*, T*, const Grid&);                    \
+  template void monotonic_alignment_step<T>(const T*, const T*, T*, int64_t, int64_t,    \
+                                            const int64_t*);                             \
+  template void monotonic_alignment_step_backward<T>(const T*, const T*, const T*, T*,   \
+                                                     T*, int64_t, int64_t, const int64_t*);
+MONA_INSTANTIATE(float)
+MONA_INSTANTIATE(double)
+#undef MONA_INSTANTIATE
+
+}  // namespace mona::core

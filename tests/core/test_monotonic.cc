@@ -1,0 +1,381 @@
+// label: core
+// Expected alignment of hard monotonic attention (mona/core/monotonic.h) against path
+// enumeration, 002 eq. 9 evaluated directly, finite differences and the hard scan.
+#include "mona/core/monotonic.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "mona/core/scan.h"
+#include "reference/monotonic_reference.h"
+#include "reference/test_util.h"
+
+namespace mona::test {
+namespace {
+
+using core::Grid;
+
+struct Case {
+  int64_t B, U, T;
+  std::vector<int64_t> in_lens, out_lens;
+  std::vector<double> p;       // [B, U, T]
+  std::vector<double> alpha0;  // [B, T], empty = default delta
+  Grid grid() const {
+    Grid g;
+    g.batch = B;
+    g.out_len = U;
+    g.in_len = T;
+    g.in_lens = in_lens.data();
+    g.out_lens = out_lens.data();
+    return g;
+  }
+};
+
+Case random_case(Random& rnd, int64_t maxB, int64_t maxU, int64_t maxT, bool with_alpha0,
+                 double p_mean = 0.0) {
+  Case c;
+  c.B = rnd.integer(1, maxB);
+  c.U = rnd.integer(1, maxU);
+  c.T = rnd.integer(1, maxT);
+  for (int64_t b = 0; b < c.B; ++b) {
+    c.in_lens.push_back(rnd.integer(0, c.T));
+    c.out_lens.push_back(rnd.integer(0, c.U));
+  }
+  c.in_lens[0] = c.T;  // at least one full-length sequence
+  c.out_lens[0] = c.U;
+  c.p = rnd.probabilities(static_cast<size_t>(c.B * c.U * c.T), p_mean);
+  if (with_alpha0) {
+    c.alpha0 = std::vector<double>(static_cast<size_t>(c.B * c.T));
+    for (auto& a : c.alpha0) a = rnd.uniform();
+    for (int64_t b = 0; b < c.B; ++b) {  // normalise over the valid entries
+      double s = 0;
+      for (int64_t j = 0; j < c.in_lens[b]; ++j) s += c.alpha0[b * c.T + j];
+      for (int64_t j = 0; j < c.in_lens[b]; ++j) c.alpha0[b * c.T + j] /= s;
+    }
+  }
+  return c;
+}
+
+// Reference alignment of a whole batch: path enumeration per sequence, zero padding.
+std::vector<double> reference_alignment(const Case& c) {
+  std::vector<double> out(c.p.size(), 0.0);
+  for (int64_t b = 0; b < c.B; ++b) {
+    const int64_t Ub = c.out_lens[b], Tb = c.in_lens[b];
+    std::vector<double> p(static_cast<size_t>(Ub * Tb)), a0(static_cast<size_t>(Tb), 0.0);
+    for (int64_t i = 0; i < Ub; ++i)
+      for (int64_t j = 0; j < Tb; ++j) p[i * Tb + j] = c.p[(b * c.U + i) * c.T + j];
+    for (int64_t j = 0; j < Tb; ++j) a0[j] = c.alpha0.empty() ? (j == 0) : c.alpha0[b * c.T + j];
+    const auto ref = monotonic_alignment_by_paths(p, a0, Ub, Tb);
+    for (int64_t i = 0; i < Ub; ++i)
+      for (int64_t j = 0; j < Tb; ++j) out[(b * c.U + i) * c.T + j] = ref[i * Tb + j];
+  }
+  return out;
+}
+
+template <class T>
+std::vector<T> forward(const Case& c) {
+  const auto p = cast<T>(c.p);
+  const auto a0 = cast<T>(c.alpha0);
+  std::vector<T> alpha(c.p.size(), T(-7));  // poison: every entry must be written
+  core::monotonic_alignment(p.data(), a0.empty() ? nullptr : a0.data(), alpha.data(),
+                            c.grid());
+  return alpha;
+}
+
+TEST(MonotonicAlignment, MatchesPathEnumeration) {
+  Random rnd(1);
+  for (int trial = 0; trial < 200; ++trial) {
+    const Case c = random_case(rnd, 3, 4, 6, trial % 2 == 1, rnd.uniform(-2, 2));
+    const auto ref = reference_alignment(c);
+    EXPECT_LE(max_abs_diff(forward<double>(c), ref), 1e-12) << "trial " << trial;
+    EXPECT_LE(max_abs_diff(forward<float>(c), ref), 1e-5) << "trial " << trial;
+  }
+}
+
+TEST(MonotonicAlignment, LongRowMatchesEq9WhereCumprodFormFails) {
+  // Many p near 0 make the exclusive cumprod of the closed form (002 eq. 30) underflow
+  // its clamp; the recurrence must still agree with eq. 9 summed directly.
+  Random rnd(2);
+  const int64_t T = 300;
+  std::vector<double> p(T), prev(T, 0.0);
+  for (auto& x : p) x = 1.0 / (1.0 + std::exp(-rnd.normal(-2.0, 2.0)));
+  for (int64_t j = 0; j < T; j += 37) prev[j] = 1.0 / 9.0;  // mass spread along the row
+  const auto ref = monotonic_row_by_eq9(p, prev);
+  std::vector<double> alpha(T);
+  core::monotonic_alignment_step(p.data(), prev.data(), alpha.data(), 1, T, nullptr);
+  for (int64_t j = 0; j < T; ++j) EXPECT_NEAR(alpha[j], static_cast<double>(ref[j]), 1e-14);
+  std::vector<float> pf(p.begin(), p.end()), prevf(prev.begin(), prev.end()), alphaf(T);
+  core::monotonic_alignment_step(pf.data(), prevf.data(), alphaf.data(), 1, T, nullptr);
+  for (int64_t j = 0; j < T; ++j) EXPECT_NEAR(alphaf[j], static_cast<double>(ref[j]), 1e-6);
+}
+
+TEST(MonotonicAlignment, StepEqualsFullGridRowByRow) {
+  Random rnd(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    Case c = random_case(rnd, 4, 5, 9, true);
+    std::fill(c.out_lens.begin(), c.out_lens.end(), c.U);
+    const auto full = forward<double>(c);
+    std::vector<double> prev = c.alpha0, cur(prev.size());
+    for (int64_t i = 0; i < c.U; ++i) {
+      std::vector<double> p_i(static_cast<size_t>(c.B * c.T));
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t j = 0; j < c.T; ++j) p_i[b * c.T + j] = c.p[(b * c.U + i) * c.T + j];
+      core::monotonic_alignment_step(p_i.data(), prev.data(), cur.data(), c.B, c.T,
+                                     c.in_lens.data());
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t j = 0; j < c.T; ++j)
+          EXPECT_EQ(cur[b * c.T + j], full[(b * c.U + i) * c.T + j]);
+      prev = cur;
+    }
+  }
+}
+
+TEST(MonotonicAlignment, StepInPlace) {
+  Random rnd(4);
+  const int64_t B = 2, T = 7;
+  auto p = rnd.probabilities(B * T);
+  auto prev = rnd.probabilities(B * T);
+  std::vector<double> out(B * T);
+  core::monotonic_alignment_step(p.data(), prev.data(), out.data(), B, T, nullptr);
+  core::monotonic_alignment_step(p.data(), prev.data(), prev.data(), B, T, nullptr);
+  EXPECT_EQ(out, prev);
+}
+
+// L = sum(W * alpha) for fixed random weights W; gradients by central differences.
+TEST(MonotonicAlignment, BackwardMatchesFiniteDifferences) {
+  Random rnd(5);
+  for (int trial = 0; trial < 30; ++trial) {
+    const bool with_alpha0 = trial % 2 == 0;
+    Case c = random_case(rnd, 3, 4, 7, with_alpha0);
+    const auto W = rnd.normals(c.p.size());
+    auto loss = [&](const Case& cc) {
+      const auto a = forward<double>(cc);
+      return std::inner_product(a.begin(), a.end(), W.begin(), 0.0);
+    };
+    std::vector<double> alpha = forward<double>(c);
+    std::vector<double> grad_p(c.p.size(), -7.0), grad_a0(static_cast<size_t>(c.B * c.T), -7.0);
+    core::monotonic_alignment_backward(W.data(), c.p.data(),
+                                       with_alpha0 ? c.alpha0.data() : nullptr, alpha.data(),
+                                       grad_p.data(), grad_a0.data(), c.grid());
+    const auto num_p = numeric_gradient(
+        [&](const std::vector<double>& x) {
+          Case cc = c;
+          cc.p = x;
+          return loss(cc);
+        },
+        c.p);
+    expect_gradients_close(grad_p, num_p, 1e-7, "grad_p");
+    if (with_alpha0) {
+      const auto num_a0 = numeric_gradient(
+          [&](const std::vector<double>& x) {
+            Case cc = c;
+            cc.alpha0 = x;
+            return loss(cc);
+          },
+          c.alpha0);
+      expect_gradients_close(grad_a0, num_a0, 1e-7, "grad_alpha0");
+    }
+    // Padding of the gradients is exactly zero.
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t i = 0; i < c.U; ++i)
+        for (int64_t j = 0; j < c.T; ++j) {
+          if (i >= c.out_lens[b] || j >= c.in_lens[b]) {
+            EXPECT_EQ(grad_p[(b * c.U + i) * c.T + j], 0.0);
+          }
+        }
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t j = c.in_lens[b]; j < c.T; ++j) EXPECT_EQ(grad_a0[b * c.T + j], 0.0);
+  }
+}
+
+TEST(MonotonicAlignment, StepBackwardMatchesFiniteDifferences) {
+  Random rnd(6);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t B = rnd.integer(1, 3), T = rnd.integer(1, 8);
+    std::vector<int64_t> lens(B);
+    for (auto& l : lens) l = rnd.integer(0, T);
+    auto p = rnd.probabilities(B * T);
+    auto prev = rnd.probabilities(B * T);
+    const auto W = rnd.normals(B * T);
+    auto loss = [&](const std::vector<double>& pp, const std::vector<double>& aa) {
+      std::vector<double> out(B * T);
+      core::monotonic_alignment_step(pp.data(), aa.data(), out.data(), B, T, lens.data());
+      return std::inner_product(out.begin(), out.end(), W.begin(), 0.0);
+    };
+    std::vector<double> gp(B * T), ga(W);  // ga aliases grad_alpha: in-place allowed
+    core::monotonic_alignment_step_backward(ga.data(), p.data(), prev.data(), gp.data(),
+                                            ga.data(), B, T, lens.data());
+    expect_gradients_close(
+        gp, numeric_gradient([&](const std::vector<double>& x) { return loss(x, prev); }, p),
+        1e-7, "grad_p");
+    expect_gradients_close(
+        ga, numeric_gradient([&](const std::vector<double>& x) { return loss(p, x); }, prev),
+        1e-7, "grad_alpha_prev");
+  }
+}
+
+TEST(MonotonicAlignment, FloatBackwardAgreesWithDouble) {
+  Random rnd(7);
+  Case c = random_case(rnd, 4, 8, 30, true);
+  const auto W = rnd.normals(c.p.size());
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    const auto p = cast<T>(c.p), a0 = cast<T>(c.alpha0), w = cast<T>(W);
+    std::vector<T> alpha(p.size()), gp(p.size()), ga(a0.size());
+    core::monotonic_alignment(p.data(), a0.data(), alpha.data(), c.grid());
+    core::monotonic_alignment_backward(w.data(), p.data(), a0.data(), alpha.data(), gp.data(),
+                                       ga.data(), c.grid());
+    return std::make_pair(cast<double>(gp), cast<double>(ga));
+  };
+  const auto d = run(0.0);
+  const auto f = run(0.0f);
+  EXPECT_LE(max_abs_diff(f.first, d.first), 1e-5);
+  EXPECT_LE(max_abs_diff(f.second, d.second), 1e-5);
+}
+
+// With every p in {0, 1} the expected alignment is the one-hot path of the hard scan
+// (002 sec. 2.3): compare row by row with monotonic_scan.
+TEST(MonotonicAlignment, HardScanEqualsExpectationWhenProbabilitiesAreBinary) {
+  Random rnd(8);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int64_t U = rnd.integer(1, 6), T = rnd.integer(1, 10);
+    std::vector<double> p(static_cast<size_t>(U * T));
+    for (auto& x : p) x = rnd.uniform() < 0.3 ? 1.0 : 0.0;
+    std::vector<double> alpha(p.size());
+    Grid g;
+    g.batch = 1;
+    g.out_len = U;
+    g.in_len = T;
+    core::monotonic_alignment(p.data(), nullptr, alpha.data(), g);
+    int64_t t = 0;
+    bool alive = true;
+    for (int64_t i = 0; i < U; ++i) {
+      std::vector<double> hard(static_cast<size_t>(T), 0.0);
+      if (alive) {
+        const auto r = core::monotonic_scan(t, T, true, [&](int64_t j) { return p[i * T + j]; });
+        if (r.status == core::ScanStatus::kChose) {
+          hard[static_cast<size_t>(r.index)] = 1.0;
+          t = r.index;
+        } else {
+          EXPECT_EQ(r.status, core::ScanStatus::kExhausted);
+          alive = false;  // context is zero from here on
+        }
+      }
+      for (int64_t j = 0; j < T; ++j) EXPECT_EQ(alpha[i * T + j], hard[j]) << i << "," << j;
+    }
+  }
+}
+
+TEST(MonotonicAlignment, EdgeCases) {
+  Grid g;
+  // T = 1, U = 1
+  g.batch = 1;
+  g.out_len = 1;
+  g.in_len = 1;
+  double p1 = 0.3, a1 = -1;
+  core::monotonic_alignment(&p1, nullptr, &a1, g);
+  EXPECT_DOUBLE_EQ(a1, 0.3);
+  // p exactly 1 everywhere: attention stays on entry 0; p exactly 0: nothing attended.
+  g.out_len = 3;
+  g.in_len = 4;
+  std::vector<double> ones(12, 1.0), zeros(12, 0.0), out(12);
+  core::monotonic_alignment(ones.data(), nullptr, out.data(), g);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(out[i * 4 + j], j == 0 ? 1.0 : 0.0);
+  core::monotonic_alignment(zeros.data(), nullptr, out.data(), g);
+  for (double v : out) EXPECT_EQ(v, 0.0);
+  // Length 0 (in and out): all-zero output and gradients, never NaN, padding never read.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> pn(12, nan), gn(12, nan), gp(12, -1), ga0(4, -1);
+  int64_t zero_len = 0, full_out = 3;
+  g.in_lens = &zero_len;
+  g.out_lens = &full_out;
+  core::monotonic_alignment(pn.data(), nullptr, out.data(), g);
+  for (double v : out) EXPECT_EQ(v, 0.0);
+  core::monotonic_alignment_backward(gn.data(), pn.data(), nullptr, out.data(), gp.data(),
+                                     ga0.data(), g);
+  for (double v : gp) EXPECT_EQ(v, 0.0);
+  for (double v : ga0) EXPECT_EQ(v, 0.0);
+  // Empty batch is fine.
+  Grid empty;
+  core::monotonic_alignment<double>(nullptr, nullptr, nullptr, empty);
+}
+
+TEST(MonotonicAlignment, LongInputIsFastAndFinite) {
+  const int64_t U = 10, T = 100000;
+  Random rnd(9);
+  auto p = cast<float>(rnd.probabilities(U * T, -4.0, 2.0));
+  std::vector<float> alpha(p.size()), gp(p.size()), ga0(T);
+  const auto W = cast<float>(rnd.normals(p.size()));
+  Grid g;
+  g.batch = 1;
+  g.out_len = U;
+  g.in_len = T;
+  const auto t0 = std::chrono::steady_clock::now();
+  core::monotonic_alignment(p.data(), nullptr, alpha.data(), g);
+  core::monotonic_alignment_backward(W.data(), p.data(), nullptr, alpha.data(), gp.data(),
+                                     ga0.data(), g);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 5.0);  // generous (sanitizer builds); a Release build takes milliseconds
+  for (int64_t i = 0; i < U; ++i) {
+    double row = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      ASSERT_TRUE(std::isfinite(alpha[i * T + j]));
+      ASSERT_TRUE(std::isfinite(gp[i * T + j]));
+      row += alpha[i * T + j];
+    }
+    EXPECT_LE(row, 1.0 + 1e-4);  // a sub-probability distribution
+  }
+}
+
+TEST(MonotonicAlignment, Errors) {
+  std::vector<double> p(6, 0.5), a(6), out(6);
+  Grid g;
+  g.batch = 1;
+  g.out_len = 2;
+  g.in_len = 3;
+  auto run = [&](const Grid& gg) {
+    core::monotonic_alignment(p.data(), nullptr, out.data(), gg);
+  };
+  int64_t bad_len = 4, neg_len = -1;
+  Grid g1 = g;
+  g1.in_lens = &bad_len;
+  expect_error([&] { run(g1); }, "in_lens[0] must lie in [0, T=3], got 4");
+  Grid g2 = g;
+  g2.out_lens = &neg_len;
+  expect_error([&] { run(g2); }, "out_lens[0] must lie in [0, U=2], got -1");
+  Grid g3 = g;
+  g3.in_len = -2;
+  expect_error([&] { run(g3); }, "in_len T must be >= 0, got -2");
+  p[4] = 1.5;
+  expect_error([&] { run(g); }, "p: expected values in [0, 1], got 1.5 at [0, 1, 1]");
+  p[4] = std::numeric_limits<double>::quiet_NaN();
+  expect_error([&] { run(g); }, "p: expected values in [0, 1], got nan");
+  p[4] = 0.5;
+  std::vector<double> a0 = {0.5, -0.1, 0.0};
+  expect_error([&] { core::monotonic_alignment(p.data(), a0.data(), out.data(), g); },
+               "alpha0: expected finite values >= 0, got -0.1 at [0, 0, 1]");
+  expect_error([&] { core::monotonic_alignment<double>(nullptr, nullptr, out.data(), g); },
+               "monotonic_alignment: p must not be null");
+  std::vector<double> grad(6, 1.0), gp(6);
+  grad[2] = std::numeric_limits<double>::infinity();
+  expect_error(
+      [&] {
+        core::monotonic_alignment_backward(grad.data(), p.data(), nullptr, out.data(),
+                                           gp.data(), nullptr, g);
+      },
+      "grad_alpha: expected finite values, got inf at [0, 0, 2]");
+  expect_error(
+      [&] {
+        core::monotonic_alignment_step(p.data(), a0.data(), out.data(), 1, 3, &bad_len);
+      },
+      "monotonic_alignment_step: in_lens[0] must lie in [0, T=3], got 4");
+}
+
+}  // namespace
+}  // namespace mona::test

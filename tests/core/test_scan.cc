@@ -1,0 +1,153 @@
+// label: core
+// Hard monotonic scan (mona/core/scan.h): threshold and sampling decisions, online
+// resumption, linear cost, errors.
+#include "mona/core/scan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "reference/test_util.h"
+
+namespace mona::test {
+namespace {
+
+using core::monotonic_scan;
+using core::ScanOptions;
+using core::ScanStatus;
+
+TEST(MonotonicScan, StopsAtFirstEntryAtOrAboveThreshold) {
+  const std::vector<double> p = {0.1, 0.49, 0.5, 0.9, 0.2};
+  auto at = [&](int64_t j) { return p[static_cast<size_t>(j)]; };
+  auto r = monotonic_scan(0, 5, true, at);
+  EXPECT_EQ(r.status, ScanStatus::kChose);
+  EXPECT_EQ(r.index, 2);  // p >= 0.5 chooses (002 Algorithm 1)
+  EXPECT_EQ(r.inspected, 3);
+  r = monotonic_scan(3, 5, true, at);  // starts at t_{i-1}; may choose it again
+  EXPECT_EQ(r.index, 3);
+  EXPECT_EQ(r.inspected, 1);
+  ScanOptions high;
+  high.threshold = 0.95;
+  r = monotonic_scan(0, 5, true, at, high);
+  EXPECT_EQ(r.status, ScanStatus::kExhausted);
+  EXPECT_EQ(r.index, 5);
+  EXPECT_EQ(r.inspected, 5);
+}
+
+TEST(MonotonicScan, OnlineResumptionEqualsOffline) {
+  Random rnd(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t T = rnd.integer(1, 20), U = rnd.integer(1, 8);
+    std::vector<double> p = rnd.probabilities(static_cast<size_t>(U * T), -1.0, 3.0);
+    std::vector<int> evaluated(static_cast<size_t>(U * T), 0);
+    for (bool sample : {false, true}) {
+      ScanOptions opt;
+      opt.sample = sample;
+      // Offline: all entries available.
+      core::Rng rng_off(trial);
+      std::vector<int64_t> offline;
+      int64_t t = 0;
+      for (int64_t i = 0; i < U; ++i) {
+        auto r = monotonic_scan(t, T, true, [&](int64_t j) { return p[i * T + j]; }, opt,
+                                &rng_off);
+        if (r.status != ScanStatus::kChose) break;
+        offline.push_back(t = r.index);
+      }
+      // Online: entries arrive one at a time; each entry is evaluated at most once per step.
+      core::Rng rng_on(trial);
+      std::vector<int64_t> online;
+      std::fill(evaluated.begin(), evaluated.end(), 0);
+      int64_t available = 0, i = 0, resume = 0;
+      bool done = false;
+      t = 0;
+      while (!done && i < U) {
+        const bool finished = available == T;
+        auto r = monotonic_scan(resume, available, finished,
+                                [&](int64_t j) {
+                                  ++evaluated[static_cast<size_t>(i * T + j)];
+                                  return p[i * T + j];
+                                },
+                                opt, &rng_on);
+        if (r.status == ScanStatus::kChose) {
+          online.push_back(t = r.index);
+          resume = t;
+          ++i;
+        } else if (r.status == ScanStatus::kNeedMoreInput) {
+          resume = r.index;
+          ++available;
+        } else {
+          done = true;
+        }
+      }
+      EXPECT_EQ(online, offline) << "trial " << trial << " sample " << sample;
+      int64_t total = 0;
+      for (int e : evaluated) {
+        EXPECT_LE(e, 1);
+        total += e;
+      }
+      EXPECT_LE(total, T + U);  // linear: at most T + U energies per utterance
+    }
+  }
+}
+
+TEST(MonotonicScan, SamplingFrequenciesMatchStoppingDistribution) {
+  // P(t = j) = p_j prod_{n<j} (1 - p_n); the rest is "no choice".
+  const std::vector<double> p = {0.2, 0.5, 0.1, 0.7};
+  std::vector<double> prob(5);
+  double none = 1.0;
+  for (size_t j = 0; j < p.size(); ++j) {
+    prob[j] = none * p[j];
+    none *= 1 - p[j];
+  }
+  prob[4] = none;
+  core::Rng rng(42);
+  ScanOptions opt;
+  opt.sample = true;
+  const int n = 200000;
+  std::vector<double> count(5, 0.0);
+  for (int s = 0; s < n; ++s) {
+    auto r = monotonic_scan(0, 4, true, [&](int64_t j) { return p[static_cast<size_t>(j)]; },
+                            opt, &rng);
+    count[r.status == ScanStatus::kChose ? static_cast<size_t>(r.index) : 4] += 1;
+  }
+  double chi2 = 0;
+  for (size_t k = 0; k < 5; ++k) chi2 += std::pow(count[k] - n * prob[k], 2) / (n * prob[k]);
+  EXPECT_LT(chi2, 18.47);  // chi-square, 4 degrees of freedom, p = 0.001
+}
+
+TEST(MonotonicScan, SameSeedSameDraws) {
+  core::Rng a(7), b(7), c(8);
+  bool differs = false;
+  for (int k = 0; k < 100; ++k) {
+    const double x = a.uniform();
+    EXPECT_EQ(x, b.uniform());
+    EXPECT_GE(x, 0.0);
+    EXPECT_LT(x, 1.0);
+    differs |= x != c.uniform();
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(MonotonicScan, Errors) {
+  auto half = [](int64_t) { return 0.5; };
+  ScanOptions bad;
+  bad.threshold = 1.0;
+  expect_error([&] { monotonic_scan(0, 3, true, half, bad); },
+               "ScanOptions.threshold: tau must lie in (0, 1), got 1");
+  bad.threshold = 0.0;
+  expect_error([&] { monotonic_scan(0, 3, true, half, bad); }, "got 0");
+  expect_error([&] { monotonic_scan(-1, 3, true, half); },
+               "monotonic_scan: start must be >= 0, got -1");
+  expect_error([&] { monotonic_scan(4, 3, true, half); },
+               "monotonic_scan: start (4) must not exceed available (3)");
+  ScanOptions sample;
+  sample.sample = true;
+  expect_error([&] { monotonic_scan(0, 3, true, half, sample, nullptr); },
+               "rng must not be null in sampling mode");
+  expect_error([&] { monotonic_scan(0, 3, true, [](int64_t j) { return j == 1 ? NAN : 0.1; }); },
+               "monotonic_scan: p_choose(1) must lie in [0, 1], got nan");
+}
+
+}  // namespace
+}  // namespace mona::test
