@@ -97,6 +97,12 @@ void row_backward(int64_t n, const T* g, const T* a, const T* p, const T* u, con
   for (int64_t m = 0; m < n; ++m) gu[m] += g[m] * beta[m];
 }
 
+// Threads only pay off when the O(rows * T^2) work dwarfs the cost of a parallel region
+// (tens of microseconds, more when the cores are shared): about 1e5 (k, l) pairs.
+inline bool parallel_worthwhile(int64_t rows, int64_t in_len) {
+  return rows > 1 && static_cast<double>(rows) * in_len * in_len > 262144.0;  // no overflow
+}
+
 template <class T>
 void fill_zero(T* x, int64_t n) {
   std::fill(x, x + n, T(0));
@@ -124,7 +130,7 @@ void matcha_chunkwise(const T* alpha_prev, const T* p, const T* u, T* beta, cons
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
   const int64_t rows = B * U;
 
-#pragma omp parallel if (rows > 1)
+#pragma omp parallel if (parallel_worthwhile(rows, Tn))
   {
     std::vector<T> scratch(static_cast<size_t>(3 * Tn));
     T* E = scratch.data();
@@ -164,7 +170,7 @@ void matcha_chunkwise_backward(const T* grad_beta, const T* alpha_prev, const T*
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
   const int64_t rows = B * U;
 
-#pragma omp parallel if (rows > 1)
+#pragma omp parallel if (parallel_worthwhile(rows, Tn))
   {
     std::vector<T> scratch(static_cast<size_t>(5 * Tn));
     T* Pi = scratch.data();

@@ -11,21 +11,70 @@
 namespace mona::core {
 namespace {
 
-// One row of the forward recurrence over the n valid entries. `out` may alias `a`:
-// a[j] is read before out[j] is written.
-template <class T>
-inline void row_forward(int64_t n, const T* p, const T* a, T* out) {
-  T q = 0;
-  T keep = 0;  // 1 - p[j-1]; q[-1] = 0 so its value at j = 0 does not matter
+// K consecutive rows i0 .. i0+K-1 of the forward recurrence over the n valid entries:
+// row r reads alpha[i0+r-1, j], which row r-1 produced at the same j. Interleaving the
+// rows in one j loop gives the CPU K recurrences to overlap (the dependency graph is a
+// grid whose critical path is n + K, not n * K). `out` rows may alias `a`: a[j] is read
+// before out[0][j] is written. Row r lives at p + r * stride, out + r * stride.
+template <class T, int K>
+inline void rows_forward(int64_t n, const T* p, const T* a, T* out, int64_t stride) {
+  T q[K] = {};
+  T keep[K] = {};  // 1 - p[r][j-1]; q starts at 0 so its value at j = 0 does not matter
   for (int64_t j = 0; j < n; ++j) {
-    q = keep * q + a[j];
-    keep = T(1) - p[j];
-    out[j] = p[j] * q;
+    T in = a[j];
+    for (int r = 0; r < K; ++r) {
+      const T pj = p[r * stride + j];
+      q[r] = keep[r] * q[r] + in;
+      keep[r] = T(1) - pj;
+      in = pj * q[r];
+      out[r * stride + j] = in;
+    }
   }
 }
 
-// One row of the backward recurrence. On entry g[j] = dL/dalpha[i, j] (total); on exit
-// g[j] = dL/dalpha[i-1, j]. grad_p receives dL/dp[i, j]; it is first used to hold q.
+// Backward of K consecutive rows (see the header for the recurrences). On entry
+// g[j] = dL/dalpha[i0+K-1, j] flowing from below (without the caller's grad_alpha); on
+// exit g[j] = dL/dalpha[i0-1, j]. `prev` is alpha[i0-1, :]; the rows' own alphas are read
+// at alpha + r * stride for r < K-1. grad_p rows first hold q, then dL/dp.
+template <class T, int K>
+inline void rows_backward(int64_t n, const T* p, const T* prev, const T* alpha,
+                          const T* grad_alpha, T* g, T* grad_p, int64_t stride) {
+  {  // recompute q for each row: K independent recurrences
+    T q[K] = {};
+    T keep[K] = {};
+    for (int64_t j = 0; j < n; ++j) {
+      for (int r = 0; r < K; ++r) {
+        const T in = r == 0 ? prev[j] : alpha[(r - 1) * stride + j];
+        q[r] = keep[r] * q[r] + in;
+        keep[r] = T(1) - p[r * stride + j];
+        grad_p[r * stride + j] = q[r];
+      }
+    }
+  }
+  T gq_next[K] = {};  // gq[r, j+1]; gq[r, n] = 0
+  for (int64_t j = n - 1; j >= 0; --j) {
+    T from_below = g[j];
+    for (int r = K - 1; r >= 0; --r) {
+      const int64_t k = r * stride + j;
+      const T G = grad_alpha[k] + from_below;
+      const T pj = p[k];
+      const T gq = G * pj + (T(1) - pj) * gq_next[r];
+      grad_p[k] = grad_p[k] * (G - gq_next[r]);
+      gq_next[r] = gq;
+      from_below = gq;
+    }
+    g[j] = from_below;
+  }
+}
+
+// One row (K = 1), as used by the step API.
+template <class T>
+inline void row_forward(int64_t n, const T* p, const T* a, T* out) {
+  rows_forward<T, 1>(n, p, a, out, 0);
+}
+
+// One row of the step backward: g holds dL/dalpha[i, :] on entry (the caller's
+// grad_alpha) and dL/dalpha[i-1, :] on exit.
 template <class T>
 inline void row_backward(int64_t n, const T* p, const T* a, T* g, T* grad_p) {
   T q = 0;
@@ -35,7 +84,7 @@ inline void row_backward(int64_t n, const T* p, const T* a, T* g, T* grad_p) {
     keep = T(1) - p[j];
     grad_p[j] = q;
   }
-  T gq_next = 0;  // gq[i, n] = 0
+  T gq_next = 0;
   for (int64_t j = n - 1; j >= 0; --j) {
     const T G = g[j];
     const T gq = G * p[j] + (T(1) - p[j]) * gq_next;
@@ -44,6 +93,8 @@ inline void row_backward(int64_t n, const T* p, const T* a, T* g, T* grad_p) {
     gq_next = gq;
   }
 }
+
+constexpr int kRowBlock = 4;  // rows interleaved per pass
 
 template <class T>
 void fill_zero(T* x, int64_t n) {
@@ -77,12 +128,18 @@ void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid&
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     const T* prev = alpha0 ? alpha0 + b * Tn : delta.data();
-    for (int64_t i = 0; i < Ub; ++i) {
+    int64_t i = 0;
+    for (; i + kRowBlock <= Ub; i += kRowBlock) {
       const int64_t off = (b * U + i) * Tn;
-      row_forward(Tb, p + off, prev, alpha + off);
-      fill_zero(alpha + off + Tb, Tn - Tb);
+      rows_forward<T, kRowBlock>(Tb, p + off, prev, alpha + off, Tn);
+      prev = alpha + off + (kRowBlock - 1) * Tn;
+    }
+    for (; i < Ub; ++i) {
+      const int64_t off = (b * U + i) * Tn;
+      rows_forward<T, 1>(Tb, p + off, prev, alpha + off, Tn);
       prev = alpha + off;
     }
+    for (i = 0; i < Ub; ++i) fill_zero(alpha + (b * U + i) * Tn + Tb, Tn - Tb);
     fill_zero(alpha + (b * U + Ub) * Tn, (U - Ub) * Tn);
   }
 }
@@ -115,13 +172,22 @@ void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>*
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     T* g = grad_alpha0 + b * Tn;  // carries dL/dalpha[i, :] up the rows
     fill_zero(g, Tn);
-    for (int64_t i = Ub - 1; i >= 0; --i) {
-      const int64_t off = (b * U + i) * Tn;
-      for (int64_t j = 0; j < Tb; ++j) g[j] += grad_alpha[off + j];
-      const T* prev = i > 0 ? alpha + off - Tn : (alpha0 ? alpha0 + b * Tn : delta.data());
-      row_backward(Tb, p + off, prev, g, grad_p + off);
-      fill_zero(grad_p + off + Tb, Tn - Tb);
+    const T* first_prev = alpha0 ? alpha0 + b * Tn : delta.data();
+    // Rows Ub-1 .. 0 in blocks of kRowBlock from the bottom; the leftover rows at the top.
+    int64_t end = Ub;  // rows [end - K, end) form the next block
+    for (; end - kRowBlock >= 0; end -= kRowBlock) {
+      const int64_t i0 = end - kRowBlock, off = (b * U + i0) * Tn;
+      const T* prev = i0 > 0 ? alpha + off - Tn : first_prev;
+      rows_backward<T, kRowBlock>(Tb, p + off, prev, alpha + off, grad_alpha + off, g,
+                                  grad_p + off, Tn);
     }
+    for (int64_t i0 = end - 1; i0 >= 0; --i0) {
+      const int64_t off = (b * U + i0) * Tn;
+      const T* prev = i0 > 0 ? alpha + off - Tn : first_prev;
+      rows_backward<T, 1>(Tb, p + off, prev, alpha + off, grad_alpha + off, g, grad_p + off,
+                          Tn);
+    }
+    for (int64_t i = 0; i < Ub; ++i) fill_zero(grad_p + (b * U + i) * Tn + Tb, Tn - Tb);
     fill_zero(grad_p + (b * U + Ub) * Tn, (U - Ub) * Tn);
   }
 }

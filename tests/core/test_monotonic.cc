@@ -321,7 +321,7 @@ TEST(MonotonicAlignment, LongInputIsFastAndFinite) {
                                      ga0.data(), g);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(secs, 5.0);  // generous (sanitizer builds); a Release build takes milliseconds
+  EXPECT_LT(secs, 10.0);  // generous (sanitizer builds, loaded CI); Release takes ~0.1 s
   for (int64_t i = 0; i < U; ++i) {
     double row = 0;
     for (int64_t j = 0; j < T; ++j) {

@@ -96,10 +96,10 @@ std::vector<double> mocha_reference(const std::vector<double>& alpha,
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t i = 0; i < lens_U[b]; ++i) {
       const size_t off = static_cast<size_t>((b * U + i) * Tn);
-      std::vector<double> a(alpha.begin() + off, alpha.begin() + off + Tn);
-      std::vector<double> e(u.begin() + off, u.begin() + off + Tn);
+      const std::vector<double> a(alpha.data() + off, alpha.data() + off + Tn);
+      const std::vector<double> e(u.data() + off, u.data() + off + Tn);
       const std::vector<double> r = row_fn(a, e, lens_T[b], w);
-      std::copy(r.begin(), r.end(), beta.begin() + off);
+      for (int64_t j = 0; j < Tn; ++j) beta[off + j] = r[j];
     }
   }
   return beta;

@@ -54,7 +54,9 @@
 //   grad_beta non-finite; beta (backward input) negative or non-finite.
 //
 // Threads: rows (b, i) are independent given alpha_prev and are processed in parallel with
-// OpenMP. Each thread allocates its O(T) scratch once per call, never inside the loops.
+// OpenMP (all B * U rows, not only the batch) once rows * T^2 exceeds 2^18; smaller calls
+// run on the calling thread. Each thread allocates its O(T) scratch once per call, never
+// inside the loops.
 // Cost per valid row of length n: about n^2 exp, one per (k, l) pair, in either direction.
 #pragma once
 
