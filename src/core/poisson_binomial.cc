@@ -1,0 +1,149 @@
+// Poisson-binomial distribution in log space (004 eqs. 4, 7): see
+// include/mona/core/poisson_binomial.h and docs/math/conditional_bernoulli.md.
+#include "mona/core/poisson_binomial.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "mona/core/conditional_bernoulli.h"
+#include "validate.h"
+
+namespace mona::core {
+namespace {
+
+void check_ptr(const void* ptr, const char* kernel, const char* name) {
+  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
+}
+
+template <class T>
+void validate_logits(const char* kernel, const T* logits, const Grid& g) {
+  g.validate(kernel);
+  if (g.numel() > 0) check_ptr(logits, kernel, "logits");
+  detail::check_finite(kernel, "logits", logits, g);
+}
+
+void validate_k(const char* kernel, const int64_t* k, const Grid& g) {
+  if (g.batch > 0) check_ptr(k, kernel, "k");
+  for (int64_t b = 0; b < g.batch; ++b) {
+    mona::detail::check(k[b] >= 0, kernel, ": k[", b, "] must be >= 0, got ", k[b]);
+    mona::detail::check(k[b] <= g.T_of(b), kernel, ": k[", b, "] must be <= in_lens[", b,
+                        "]=", g.T_of(b), " (cannot have more highs than trials), got ", k[b]);
+  }
+}
+
+// The CB grid of a single-k call: out_len = largest k, out_lens = k.
+Grid cb_grid(const Grid& g, const int64_t* k) {
+  Grid c = g;
+  c.out_len = 0;
+  for (int64_t b = 0; b < g.batch; ++b) c.out_len = std::max(c.out_len, k[b]);
+  c.out_lens = k;
+  return c;
+}
+
+}  // namespace
+
+template <class T>
+void poisson_binomial_log_pmf(const T* logits, T* log_pmf, int64_t batch, int64_t in_len,
+                              const int64_t* in_lens) {
+  const char* kName = "poisson_binomial_log_pmf";
+  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  validate_logits(kName, logits, g);
+  if (batch > 0) check_ptr(log_pmf, kName, "log_pmf");
+#pragma omp parallel for schedule(dynamic) if (batch > 1)
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = g.T_of(b);
+    const T* x = logits + b * in_len;
+    T* F = log_pmf + b * (in_len + 1);  // F[k] = log P(K_{[0, t)} = k), updated in place
+    F[0] = T(0);
+    for (int64_t t = 0; t < n; ++t) {
+      const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
+      F[t + 1] = lp + F[t];  // F[t + 1] was -inf: only the "high" term
+      for (int64_t k = t; k >= 1; --k) F[k] = log_add_exp(lq + F[k], lp + F[k - 1]);
+      F[0] = lq + F[0];
+    }
+    std::fill(F + n + 1, F + in_len + 1, T(0));
+  }
+}
+
+template <class T>
+void poisson_binomial_moments(const T* logits, T* mean, T* variance, int64_t batch,
+                              int64_t in_len, const int64_t* in_lens) {
+  const char* kName = "poisson_binomial_moments";
+  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  validate_logits(kName, logits, g);
+#pragma omp parallel for schedule(static) if (batch * in_len > 4096)
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* x = logits + b * in_len;
+    T m = 0, v = 0;
+    for (int64_t t = 0; t < g.T_of(b); ++t) {
+      const T p = std::exp(log_sigmoid(x[t])), q = std::exp(log_sigmoid(-x[t]));
+      m += p;
+      v += p * q;
+    }
+    if (mean) mean[b] = m;
+    if (variance) variance[b] = v;
+  }
+}
+
+template <class T>
+void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob, int64_t batch,
+                               int64_t in_len, const int64_t* in_lens) {
+  const char* kName = "poisson_binomial_log_prob";
+  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  validate_logits(kName, logits, g);
+  validate_k(kName, k, g);
+  if (batch > 0) check_ptr(log_prob, kName, "log_prob");
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+#pragma omp parallel for schedule(dynamic) if (batch > 1)
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = g.T_of(b), kk = k[b];
+    const T* x = logits + b * in_len;
+    // The prefix recursion of log_pmf truncated to counts <= k: O(T k) time, O(k) memory.
+    std::vector<T> F(static_cast<size_t>(kk + 1), neg_inf);
+    F[0] = T(0);
+    for (int64_t t = 0; t < n; ++t) {
+      const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
+      for (int64_t j = std::min(kk, t + 1); j >= 1; --j) {
+        F[static_cast<size_t>(j)] =
+            log_add_exp(lq + F[static_cast<size_t>(j)], lp + F[static_cast<size_t>(j - 1)]);
+      }
+      F[0] = lq + F[0];
+    }
+    log_prob[b] = F[static_cast<size_t>(kk)];
+  }
+}
+
+template <class T>
+void poisson_binomial_log_prob_backward(const T* grad_log_prob, const T* logits,
+                                        const int64_t* k, T* grad_logits, int64_t batch,
+                                        int64_t in_len, const int64_t* in_lens) {
+  const char* kName = "poisson_binomial_log_prob_backward";
+  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  validate_logits(kName, logits, g);
+  validate_k(kName, k, g);
+  if (batch > 0) check_ptr(grad_log_prob, kName, "grad_log_prob");
+  detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::rows_grid(1, batch, nullptr));
+  if (g.numel() > 0) check_ptr(grad_logits, kName, "grad_logits");
+  // d log P(K = k) / dx = dQ[0, k] / dx: the table's adjoint with one seed at (0, k).
+  const Grid c = cb_grid(g, k);
+  const int64_t W = c.out_len + 1, S = (in_len + 1) * W;
+  std::vector<T> table(static_cast<size_t>(batch * S)), seeds(static_cast<size_t>(batch * S), T(0));
+  cb_table(logits, table.data(), c);
+  for (int64_t b = 0; b < batch; ++b) seeds[static_cast<size_t>(b * S + k[b])] = grad_log_prob[b];
+  cb_table_backward(seeds.data(), logits, table.data(), grad_logits, c);
+}
+
+#define MONA_INSTANTIATE(T)                                                                  \
+  template void poisson_binomial_log_pmf<T>(const T*, T*, int64_t, int64_t, const int64_t*); \
+  template void poisson_binomial_moments<T>(const T*, T*, T*, int64_t, int64_t,              \
+                                            const int64_t*);                                 \
+  template void poisson_binomial_log_prob<T>(const T*, const int64_t*, T*, int64_t, int64_t, \
+                                             const int64_t*);                                \
+  template void poisson_binomial_log_prob_backward<T>(const T*, const T*, const int64_t*, T*, \
+                                                      int64_t, int64_t, const int64_t*);
+MONA_INSTANTIATE(float)
+MONA_INSTANTIATE(double)
+#undef MONA_INSTANTIATE
+
+}  // namespace mona::core
