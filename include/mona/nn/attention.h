@@ -1,0 +1,258 @@
+// mona/nn/attention.h: attention mechanisms as LibTorch modules, one interface for all.
+//
+//   SoftAttention        softmax over the whole memory (000 eqs. 4-6); offline baseline
+//   MonotonicAttention   hard monotonic attention (002): trained in expectation
+//                        (002 eqs. 11-14), decoded by the online scan (002 Algorithm 1)
+//   MoChA                monotonic chunkwise attention, chunk size w (000 eqs. 14-26,
+//                        Algorithm 1)
+//   MAtChA               monotonic adaptive chunkwise attention (000 App. C, eqs. 27-28)
+//
+// Every mechanism offers three ways to run:
+//   step()     training step for RNN decoders: one query s_{i-1} [B, Dq] against the
+//              prepared memory -> context c_i [B, Dh], weights [B, T], new state (the
+//              monotonic alignment alpha_i [B, T]; soft attention keeps none).
+//   forward()  whole output sequence for parallel decoders: queries [B, U, Dq] ->
+//              contexts [B, U, Dh], weights [B, U, T].
+//   hard_step()  test-time online step over an OnlineMemory that grows frame by frame:
+//              from HardState (t_{i-1}) it evaluates energies only for the entries it
+//              inspects and returns the context, t_i and whether it emitted, needs more
+//              input, or exhausted a finished input.
+// step() and forward() compute exactly the same weights (forward is step unrolled with
+// the previous alignment fed back); both are differentiable in the query, the memory and
+// the parameters.
+//
+// Training noise (002 sec. 2.5): in training mode, p = sigmoid(e + noise_std * N(0, 1)),
+// drawn from the module's own generator (seed in AttentionOptions, reseed with
+// reseed_noise()). In eval mode no noise is added.
+//
+// Masking: memory entries at or past a sequence's length never receive attention weight
+// or gradient (the kernels skip them); rows past an output length are zero.
+//
+// After a hard step scans the whole of a finished input without choosing an entry, the
+// attention has run off the end: that step and all later ones return a zero context
+// (status kExhausted), which is what the expected alignment used in training assigns to
+// that event (002 sec. 2.3).
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mona/core/rng.h"
+#include "mona/nn/energy.h"
+
+namespace mona::nn {
+
+/// Configuration shared by the attention modules. Defaults follow 000 / 002.
+struct AttentionOptions {
+  int64_t query_dim = 0;        ///< Dq, decoder state size
+  int64_t memory_dim = 0;       ///< Dh, encoder state (memory entry) size
+  int64_t attention_dim = 0;    ///< d, additive energy hidden size (0: = Dh)
+  std::string energy = "additive";            ///< soft / chunk energy: "additive" | "dot"
+  std::string monotonic_energy = "additive";  ///< 002 eq. 16 "additive" | eq. 17 "dot"
+  double init_r = -4.0;         ///< initial r of the monotonic energy (002 App. G)
+  double noise_std = 1.0;       ///< pre-sigmoid noise in training mode (002 sec. 2.5)
+  uint64_t seed = 0;            ///< seeds the training noise and hard-step sampling
+  int64_t chunk_size = 4;       ///< w (MoChA)
+  double threshold = 0.5;       ///< tau of the hard step (002 sec. 2.5)
+  bool sample = false;          ///< hard step samples z ~ Bernoulli(p) instead
+  /// Throws c10::Error naming the field and value when a setting is invalid.
+  void validate(const char* who) const;
+};
+
+/// A memory prepared once per input sequence: values h, lengths and the keys of each
+/// energy (computed once per memory entry, never per decoder step).
+struct Memory {
+  at::Tensor values;      ///< h [B, T, Dh]
+  at::Tensor lengths;     ///< [B] int64, or undefined for all T
+  at::Tensor keys;        ///< monotonic (or soft) energy keys [B, T, Dk]
+  at::Tensor chunk_keys;  ///< chunk energy keys (MoChA, MAtChA) [B, T, Dk']
+  int64_t batch() const { return values.size(0); }
+  int64_t in_len() const { return values.size(1); }
+};
+
+/// Result of a training step.
+struct StepOutput {
+  at::Tensor context;  ///< c_i [B, Dh]
+  at::Tensor weights;  ///< attention weights over the memory [B, T]
+  at::Tensor state;    ///< alpha_i [B, T] (monotonic mechanisms), undefined for soft
+};
+
+/// Result of a whole-sequence forward.
+struct SequenceOutput {
+  at::Tensor contexts;   ///< [B, U, Dh]
+  at::Tensor weights;    ///< [B, U, T]
+  at::Tensor alignment;  ///< monotonic alignment alpha [B, U, T] (undefined for soft)
+};
+
+/// Memory of one stream that grows as input arrives (online decoding). Values and keys
+/// are stored in buffers that double in capacity, so appending is amortised O(frames).
+class OnlineMemory {
+ public:
+  int64_t size() const { return size_; }
+  bool finished() const { return finished_; }
+  /// No more input will arrive.
+  void finish() { finished_ = true; }
+  /// Entries so far: values [size, Dh], keys [size, Dk], chunk keys [size, Dk'].
+  at::Tensor values() const;
+  at::Tensor keys() const;
+  at::Tensor chunk_keys() const;
+  /// Forget everything (a new utterance).
+  void reset();
+
+ private:
+  friend class Attention;
+  void append(const at::Tensor& values, const at::Tensor& keys, const at::Tensor& chunk_keys);
+  at::Tensor values_, keys_, chunk_keys_;  // capacity-sized buffers
+  int64_t size_ = 0;
+  bool finished_ = false;
+};
+
+/// Where the hard online attention stands: t_{i-1} and, while waiting for input, the
+/// first entry not yet inspected by the current step.
+struct HardState {
+  int64_t t = 0;         ///< t_{i-1}: entry chosen at the previous step (t_0 = 0)
+  int64_t resume = 0;    ///< where the current step continues its scan
+  bool exhausted = false;  ///< ran off the end of a finished input
+};
+
+/// What a hard step did.
+enum class HardStatus {
+  kEmitted,        ///< chose entry `index`; context is valid
+  kNeedMoreInput,  ///< scanned all available entries; call again after more input
+  kExhausted,      ///< finished input scanned without choosing; context is zero
+};
+
+/// Result of a hard (test-time) step.
+struct HardStepOutput {
+  HardStatus status = HardStatus::kNeedMoreInput;
+  at::Tensor context;        ///< [Dh] (undefined when status is kNeedMoreInput)
+  at::Tensor weights;        ///< weights of the chunk entries [begin, index] ([n])
+  int64_t index = -1;        ///< t_i, the chosen entry (last entry of the chunk)
+  int64_t begin = -1;        ///< first entry of the attended chunk
+  int64_t monotonic_energies = 0;  ///< monotonic energies evaluated by this call
+  int64_t chunk_energies = 0;      ///< chunk / soft energies evaluated by this call
+};
+
+/// The interface every mechanism implements (see the header comment).
+class Attention : public torch::nn::Module {
+ public:
+  explicit Attention(AttentionOptions options) : options_(std::move(options)) {}
+
+  /// Prepares a memory h [B, T, Dh] with optional lengths [B] (computes the keys).
+  Memory prepare(const at::Tensor& memory, const at::Tensor& lengths = {});
+  /// Initial state: alpha_0 [B, T] with all mass on entry 0 (undefined for soft).
+  virtual at::Tensor initial_state(const Memory& memory) const;
+  /// Training step for RNN decoders: query s_{i-1} [B, Dq], previous state.
+  virtual StepOutput step(const at::Tensor& query, const Memory& memory,
+                          const at::Tensor& state) = 0;
+  /// Whole output sequence: queries [B, U, Dq], optional output lengths [B].
+  virtual SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
+                                 const at::Tensor& out_lengths = {}) = 0;
+
+  /// Appends frames [n, Dh] to a stream's memory, computing their keys once.
+  void extend(OnlineMemory& memory, const at::Tensor& frames);
+  /// Test-time step for one stream: query s_{i-1} [Dq]. No autograd.
+  virtual HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                                   HardState& state) = 0;
+
+  /// Restarts the training-noise and sampling generators from `seed`.
+  void reseed_noise(uint64_t seed);
+  const AttentionOptions& options() const { return options_; }
+  /// Whether hard_step can emit before the input is finished.
+  virtual bool is_online() const { return true; }
+
+ protected:
+  /// The energy whose keys go into Memory::keys / OnlineMemory::keys.
+  virtual Energy& main_energy() = 0;
+  /// The chunk energy (MoChA, MAtChA), or null.
+  virtual Energy* chunk_energy() { return nullptr; }
+  /// p = sigmoid(e + noise) with noise in training mode only.
+  at::Tensor selection_probability(const at::Tensor& energy);
+  /// Hard monotonic scan over `memory` for one query; on kChose fills index.
+  HardStepOutput scan(const at::Tensor& query, const OnlineMemory& memory, HardState& state);
+  /// Context sum_k w_k h_k over entries [begin, end] with chunk softmax of chunk energies.
+  void chunk_context(const at::Tensor& query, const OnlineMemory& memory, int64_t begin,
+                     int64_t end, HardStepOutput& out);
+
+  AttentionOptions options_;
+  at::Generator noise_gen_;
+  core::Rng sample_rng_;
+};
+
+/// Builds the energy named by `kind` ("additive" | "dot"); `monotonic` selects 002 eq. 16
+/// over eq. 15 for the additive kind.
+std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions& options,
+                                    bool monotonic);
+
+/// Soft attention (000 eqs. 4-6), the offline baseline. Its hard_step waits for the
+/// finished input and then attends over all of it.
+class SoftAttention : public Attention {
+ public:
+  explicit SoftAttention(const AttentionOptions& options);
+  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
+  SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
+                         const at::Tensor& out_lengths = {}) override;
+  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                           HardState& state) override;
+  bool is_online() const override { return false; }
+  at::Tensor initial_state(const Memory&) const override { return {}; }
+  std::shared_ptr<Energy> energy;
+
+ protected:
+  Energy& main_energy() override { return *energy; }
+};
+
+/// Hard monotonic attention (002).
+class MonotonicAttention : public Attention {
+ public:
+  explicit MonotonicAttention(const AttentionOptions& options);
+  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
+  SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
+                         const at::Tensor& out_lengths = {}) override;
+  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                           HardState& state) override;
+  std::shared_ptr<Energy> monotonic;
+
+ protected:
+  Energy& main_energy() override { return *monotonic; }
+};
+
+/// MoChA with chunk size w = options.chunk_size (000).
+class MoChA : public MonotonicAttention {
+ public:
+  explicit MoChA(const AttentionOptions& options);
+  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
+  SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
+                         const at::Tensor& out_lengths = {}) override;
+  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                           HardState& state) override;
+  std::shared_ptr<Energy> chunk;
+
+ protected:
+  Energy* chunk_energy() override { return chunk.get(); }
+};
+
+/// MAtChA (000 App. C): soft attention over the adaptive chunk [t_{i-1}, t_i].
+class MAtChA : public MonotonicAttention {
+ public:
+  explicit MAtChA(const AttentionOptions& options);
+  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
+  SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
+                         const at::Tensor& out_lengths = {}) override;
+  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                           HardState& state) override;
+  std::shared_ptr<Energy> chunk;
+
+ protected:
+  Energy* chunk_energy() override { return chunk.get(); }
+};
+
+/// Builds a mechanism by name: "soft", "monotonic", "mocha", "matcha".
+std::shared_ptr<Attention> make_attention(const std::string& mechanism,
+                                          const AttentionOptions& options);
+
+}  // namespace mona::nn

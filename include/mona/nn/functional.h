@@ -1,0 +1,50 @@
+// mona/nn/functional.h: differentiable LibTorch functions over the core kernels.
+//
+// Each function checks its tensor arguments once (rank, sizes, dtype float32/float64,
+// device, lengths), makes them contiguous, hands raw pointers to the kernel in
+// mona/core, and records an autograd node whose backward is the kernel's analytic
+// backward. Errors are c10::Error (TORCH_CHECK) naming the argument and the values found;
+// value errors found by a kernel (e.g. p outside [0, 1]) arrive as mona::Error.
+//
+// Conventions: batch first; [B, U, T] = [batch, out_len, in_len]. Lengths are optional
+// int64 CPU tensors [B] (`in_lens` <= T, `out_lens` <= U); an undefined tensor means full
+// length. Entries past a length are exactly zero in outputs and receive zero gradient.
+// Only CPU tensors are accepted: a tensor on another device is refused with its device
+// named (no silent copy).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace mona::nn {
+
+/// Expected alignment of hard monotonic attention over a whole output sequence (002 eqs.
+/// 13-14): p [B, U, T] in [0, 1] -> alpha [B, U, T]. alpha0 [B, T] is the initial
+/// alignment (undefined: all mass on entry 0). Differentiable in p and alpha0.
+at::Tensor monotonic_alignment(const at::Tensor& p, const at::Tensor& in_lens = {},
+                               const at::Tensor& out_lens = {}, const at::Tensor& alpha0 = {});
+
+/// One output step (RNN decoders): p_i [B, T], alpha_{i-1} [B, T] -> alpha_i [B, T].
+/// Differentiable in p and alpha_prev.
+at::Tensor monotonic_alignment_step(const at::Tensor& p, const at::Tensor& alpha_prev,
+                                    const at::Tensor& in_lens = {});
+
+/// MoChA expected chunkwise attention (000 eq. 17 / 25): alpha [B, U, T] and chunk
+/// energies u [B, U, T] -> beta [B, U, T], chunk size w >= 1. Differentiable in alpha, u.
+at::Tensor mocha_chunkwise(const at::Tensor& alpha, const at::Tensor& u, int64_t w,
+                           const at::Tensor& in_lens = {}, const at::Tensor& out_lens = {});
+
+/// MAtChA expected attention (000 eq. 28): the previous step's alignment alpha_prev
+/// [B, U, T] (row i holds alpha_{i-1}), p [B, U, T] and chunk energies u [B, U, T] ->
+/// beta [B, U, T]. Differentiable in all three.
+at::Tensor matcha_chunkwise(const at::Tensor& alpha_prev, const at::Tensor& p,
+                            const at::Tensor& u, const at::Tensor& in_lens = {},
+                            const at::Tensor& out_lens = {});
+
+/// Softmax of energies e [B, U, T] over the valid entries of each row (soft attention,
+/// 000 eqs. 4-6); padded rows and entries are 0. Differentiable in e.
+at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens = {},
+                          const at::Tensor& out_lens = {});
+
+}  // namespace mona::nn

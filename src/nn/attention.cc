@@ -1,0 +1,459 @@
+// Attention modules; see include/mona/nn/attention.h.
+#include "mona/nn/attention.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+#include "check.h"
+#include "mona/core/mocha.h"
+#include "mona/core/scan.h"
+#include "mona/core/softmax.h"
+#include "mona/nn/functional.h"
+
+namespace mona::nn {
+
+// ---------------------------------------------------------------------------------------
+// Options and factories
+
+void AttentionOptions::validate(const char* who) const {
+  TORCH_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
+  TORCH_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
+  TORCH_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
+  TORCH_CHECK(energy == "additive" || energy == "dot", who,
+              ": energy must be \"additive\" or \"dot\", got \"", energy, "\"");
+  TORCH_CHECK(monotonic_energy == "additive" || monotonic_energy == "dot", who,
+              ": monotonic_energy must be \"additive\" or \"dot\", got \"", monotonic_energy,
+              "\"");
+  TORCH_CHECK(std::isfinite(noise_std) && noise_std >= 0, who,
+              ": noise_std must be finite and >= 0, got ", noise_std);
+  TORCH_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
+  TORCH_CHECK(threshold > 0 && threshold < 1, who, ": threshold tau must lie in (0, 1), got ",
+              threshold);
+}
+
+std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions& options,
+                                    bool monotonic) {
+  if (kind == "additive") {
+    if (monotonic) return std::make_shared<MonotonicAdditiveEnergy>(options);
+    return std::make_shared<AdditiveEnergy>(options);
+  }
+  TORCH_CHECK(kind == "dot", "make_energy: kind must be \"additive\" or \"dot\", got \"", kind,
+              "\"");
+  return std::make_shared<ScaledDotEnergy>(options);
+}
+
+std::shared_ptr<Attention> make_attention(const std::string& mechanism,
+                                          const AttentionOptions& options) {
+  if (mechanism == "soft") return std::make_shared<SoftAttention>(options);
+  if (mechanism == "monotonic") return std::make_shared<MonotonicAttention>(options);
+  if (mechanism == "mocha") return std::make_shared<MoChA>(options);
+  if (mechanism == "matcha") return std::make_shared<MAtChA>(options);
+  TORCH_CHECK(false, "make_attention: mechanism must be one of soft, monotonic, mocha, matcha; "
+                     "got \"", mechanism, "\"");
+}
+
+namespace {
+
+EnergyOptions energy_options(const AttentionOptions& o) {
+  EnergyOptions e;
+  e.query_dim = o.query_dim;
+  e.memory_dim = o.memory_dim;
+  e.attention_dim = o.attention_dim;
+  e.init_r = o.init_r;
+  return e;
+}
+
+// context [B, Dh] of weights [B, T] over values [B, T, Dh]
+at::Tensor weighted_sum(const at::Tensor& weights, const at::Tensor& values) {
+  return torch::bmm(weights.unsqueeze(1), values).squeeze(1);
+}
+
+void check_query(const at::Tensor& q, const Memory& m, int64_t dq, const char* fn) {
+  detail::check_tensor(q, fn, "query", 2, "[B, Dq]");
+  TORCH_CHECK(q.size(0) == m.batch() && q.size(1) == dq, fn, ": query: expected [B, Dq] = [",
+              m.batch(), ", ", dq, "], got ", q.sizes());
+}
+
+void check_queries(const at::Tensor& q, const Memory& m, int64_t dq, const char* fn) {
+  detail::check_tensor(q, fn, "queries", 3, "[B, U, Dq]");
+  TORCH_CHECK(q.size(0) == m.batch() && q.size(2) == dq, fn,
+              ": queries: expected [B, U, Dq] = [", m.batch(), ", U, ", dq, "], got ", q.sizes());
+}
+
+void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
+  detail::check_tensor(s, fn, "state", 2, "[B, T]");
+  TORCH_CHECK(s.size(0) == m.batch() && s.size(1) == m.in_len(), fn,
+              ": state: expected the previous alignment [B, T] = [", m.batch(), ", ",
+              m.in_len(), "], got ", s.sizes());
+}
+
+double sigmoid(double e) { return 1.0 / (1.0 + std::exp(-e)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// OnlineMemory
+
+at::Tensor OnlineMemory::values() const {
+  return values_.defined() ? values_.narrow(0, 0, size_) : at::Tensor();
+}
+at::Tensor OnlineMemory::keys() const {
+  return keys_.defined() ? keys_.narrow(0, 0, size_) : at::Tensor();
+}
+at::Tensor OnlineMemory::chunk_keys() const {
+  return chunk_keys_.defined() ? chunk_keys_.narrow(0, 0, size_) : at::Tensor();
+}
+
+void OnlineMemory::reset() {
+  size_ = 0;
+  finished_ = false;
+}
+
+void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Tensor& ck) {
+  const int64_t n = v.size(0);
+  auto grow = [&](at::Tensor& buf, const at::Tensor& x) {
+    if (!x.defined()) return;
+    const int64_t cap = buf.defined() ? buf.size(0) : 0;
+    if (!buf.defined() || buf.scalar_type() != x.scalar_type() || buf.size(1) != x.size(1)) {
+      TORCH_CHECK(size_ == 0, "OnlineMemory: frames changed dtype or size mid-stream: got ",
+                  x.scalar_type(), " ", x.sizes());
+      buf = at::empty({std::max<int64_t>(16, n), x.size(1)}, x.options());
+    } else if (size_ + n > cap) {
+      at::Tensor bigger = at::empty({std::max(2 * cap, size_ + n), x.size(1)}, x.options());
+      bigger.narrow(0, 0, size_).copy_(buf.narrow(0, 0, size_));
+      buf = bigger;
+    }
+    buf.narrow(0, size_, n).copy_(x);
+  };
+  grow(values_, v);
+  grow(keys_, k);
+  grow(chunk_keys_, ck);
+  size_ += n;
+}
+
+// ---------------------------------------------------------------------------------------
+// Attention (shared parts)
+
+Memory Attention::prepare(const at::Tensor& memory, const at::Tensor& lengths) {
+  const char* fn = "Attention::prepare";
+  detail::check_tensor(memory, fn, "memory", 3, "[B, T, Dh]");
+  TORCH_CHECK(memory.size(2) == options_.memory_dim, fn, ": memory: expected Dh = ",
+              options_.memory_dim, " (AttentionOptions.memory_dim), got ", memory.sizes());
+  Memory m;
+  m.values = memory;
+  m.lengths = detail::check_lengths(lengths, fn, "lengths", memory.size(0), memory.size(1));
+  m.keys = main_energy().keys(memory);
+  if (Energy* c = chunk_energy()) m.chunk_keys = c->keys(memory);
+  return m;
+}
+
+at::Tensor Attention::initial_state(const Memory& memory) const {
+  at::Tensor a0 = torch::zeros({memory.batch(), memory.in_len()}, memory.values.options());
+  if (memory.in_len() > 0) a0.select(1, 0).fill_(1.0);
+  return a0;
+}
+
+void Attention::reseed_noise(uint64_t seed) {
+  noise_gen_ = at::make_generator<at::CPUGeneratorImpl>(seed);
+  sample_rng_.reseed(seed);
+}
+
+at::Tensor Attention::selection_probability(const at::Tensor& energy) {
+  if (is_training() && options_.noise_std > 0) {
+    const at::Tensor noise = at::randn(energy.sizes(), noise_gen_, energy.options());
+    return torch::sigmoid(energy + options_.noise_std * noise);
+  }
+  return torch::sigmoid(energy);
+}
+
+void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
+  const char* fn = "Attention::extend";
+  at::Tensor f = frames.dim() == 1 ? frames.unsqueeze(0) : frames;
+  detail::check_tensor(f, fn, "frames", 2, "[n, Dh]");
+  TORCH_CHECK(f.size(1) == options_.memory_dim, fn, ": frames: expected Dh = ",
+              options_.memory_dim, ", got ", f.sizes());
+  TORCH_CHECK(!memory.finished(), fn, ": the stream's input is already finished; reset() it");
+  if (f.size(0) == 0) return;
+  torch::NoGradGuard no_grad;
+  at::Tensor k = main_energy().keys(f);
+  at::Tensor ck;
+  if (Energy* c = chunk_energy()) ck = c->keys(f);
+  memory.append(f, k, ck);
+}
+
+namespace {
+void check_hard_query(const at::Tensor& query, const OnlineMemory& memory, int64_t dq,
+                      const char* fn) {
+  TORCH_CHECK(query.defined() && query.device().is_cpu(), fn,
+              ": query: expected a defined CPU tensor",
+              query.defined() ? std::string(", got device ") + query.device().str() : "");
+  TORCH_CHECK(query.numel() == dq, fn, ": query: expected Dq = ", dq, " values, got ",
+              query.sizes());
+  if (memory.size() > 0) {
+    TORCH_CHECK(query.scalar_type() == memory.values().scalar_type(), fn,
+                ": query: expected dtype ", memory.values().scalar_type(),
+                " (that of the memory), got ", query.scalar_type());
+  }
+}
+}  // namespace
+
+HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memory,
+                               HardState& state) {
+  HardStepOutput out;
+  if (state.exhausted) {
+    out.status = HardStatus::kExhausted;
+    out.context = torch::zeros({options_.memory_dim}, query.options());
+    return out;
+  }
+  core::ScanOptions so;
+  so.threshold = options_.threshold;
+  so.sample = options_.sample;
+  core::ScanResult r;
+  if (memory.size() == 0) {
+    r = core::monotonic_scan(0, 0, memory.finished(), [](int64_t) { return 0.0; }, so,
+                             &sample_rng_);
+  } else {
+    const EnergyScorer scorer = main_energy().scorer(query);
+    const at::Tensor keys = memory.keys();
+    const int64_t dk = keys.size(1);
+    AT_DISPATCH_FLOATING_TYPES(keys.scalar_type(), "hard_scan", [&] {
+      const scalar_t* kp = keys.data_ptr<scalar_t>();
+      r = core::monotonic_scan(
+          state.resume, memory.size(), memory.finished(),
+          [&](int64_t j) { return sigmoid(scorer(kp + j * dk)); }, so, &sample_rng_);
+    });
+  }
+  out.monotonic_energies = r.inspected;
+  switch (r.status) {
+    case core::ScanStatus::kChose:
+      out.status = HardStatus::kEmitted;
+      out.index = r.index;
+      state.t = r.index;
+      state.resume = r.index;
+      break;
+    case core::ScanStatus::kNeedMoreInput:
+      out.status = HardStatus::kNeedMoreInput;
+      state.resume = r.index;
+      break;
+    case core::ScanStatus::kExhausted:
+      out.status = HardStatus::kExhausted;
+      state.exhausted = true;
+      out.context = torch::zeros({options_.memory_dim}, query.options());
+      break;
+  }
+  return out;
+}
+
+void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memory,
+                              int64_t begin, int64_t end, HardStepOutput& out) {
+  Energy* energy = chunk_energy();
+  if (energy == nullptr) energy = &main_energy();
+  const EnergyScorer scorer = energy->scorer(query);
+  const at::Tensor keys = energy == chunk_energy() ? memory.chunk_keys() : memory.keys();
+  const at::Tensor values = memory.values();
+  const int64_t n = end - begin + 1, dk = keys.size(1), dh = values.size(1);
+  std::vector<double> u(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+  out.context = torch::zeros({dh}, values.options());
+  out.weights = torch::empty({n}, values.options());
+  AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "chunk_context", [&] {
+    const scalar_t* kp = keys.data_ptr<scalar_t>();
+    for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
+    core::chunk_softmax(u.data(), 0, n - 1, w.data());
+    const scalar_t* vp = values.data_ptr<scalar_t>();
+    scalar_t* cp = out.context.data_ptr<scalar_t>();
+    scalar_t* wp = out.weights.data_ptr<scalar_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      const scalar_t wk = static_cast<scalar_t>(w[k]);
+      wp[k] = wk;
+      const scalar_t* row = vp + (begin + k) * dh;
+      for (int64_t d = 0; d < dh; ++d) cp[d] += wk * row[d];
+    }
+  });
+  out.begin = begin;
+  out.chunk_energies = n;
+}
+
+// ---------------------------------------------------------------------------------------
+// SoftAttention
+
+SoftAttention::SoftAttention(const AttentionOptions& options) : Attention(options) {
+  options_.validate("SoftAttention");
+  energy = register_module("energy", make_energy(options_.energy, energy_options(options_),
+                                                 /*monotonic=*/false));
+  reseed_noise(options_.seed);
+}
+
+StepOutput SoftAttention::step(const at::Tensor& query, const Memory& memory, const at::Tensor&) {
+  check_query(query, memory, options_.query_dim, "SoftAttention::step");
+  const at::Tensor e = energy->forward(query.unsqueeze(1), memory.keys);
+  StepOutput out;
+  out.weights = masked_softmax(e, memory.lengths).squeeze(1);
+  out.context = weighted_sum(out.weights, memory.values);
+  return out;
+}
+
+SequenceOutput SoftAttention::forward(const at::Tensor& queries, const Memory& memory,
+                                      const at::Tensor& out_lengths) {
+  check_queries(queries, memory, options_.query_dim, "SoftAttention::forward");
+  const at::Tensor e = energy->forward(queries, memory.keys);
+  SequenceOutput out;
+  out.weights = masked_softmax(e, memory.lengths, out_lengths);
+  out.contexts = torch::bmm(out.weights, memory.values);
+  return out;
+}
+
+HardStepOutput SoftAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                                        HardState& state) {
+  check_hard_query(query, memory, options_.query_dim, "SoftAttention::hard_step");
+  HardStepOutput out;
+  if (!memory.finished()) return out;  // soft attention needs the whole input
+  if (memory.size() == 0) {
+    out.status = HardStatus::kExhausted;
+    out.context = torch::zeros({options_.memory_dim}, query.options());
+    state.exhausted = true;
+    return out;
+  }
+  chunk_context(query, memory, 0, memory.size() - 1, out);
+  out.status = HardStatus::kEmitted;
+  out.index = memory.size() - 1;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// MonotonicAttention
+
+MonotonicAttention::MonotonicAttention(const AttentionOptions& options) : Attention(options) {
+  options_.validate("MonotonicAttention");
+  monotonic = register_module(
+      "monotonic", make_energy(options_.monotonic_energy, energy_options(options_), true));
+  reseed_noise(options_.seed);
+}
+
+StepOutput MonotonicAttention::step(const at::Tensor& query, const Memory& memory,
+                                    const at::Tensor& state) {
+  const char* fn = "MonotonicAttention::step";
+  check_query(query, memory, options_.query_dim, fn);
+  check_state(state, memory, fn);
+  const at::Tensor e = monotonic->forward(query.unsqueeze(1), memory.keys).squeeze(1);
+  const at::Tensor p = selection_probability(e);
+  StepOutput out;
+  out.state = monotonic_alignment_step(p, state, memory.lengths);
+  out.weights = out.state;
+  out.context = weighted_sum(out.weights, memory.values);
+  return out;
+}
+
+SequenceOutput MonotonicAttention::forward(const at::Tensor& queries, const Memory& memory,
+                                           const at::Tensor& out_lengths) {
+  check_queries(queries, memory, options_.query_dim, "MonotonicAttention::forward");
+  const at::Tensor p = selection_probability(monotonic->forward(queries, memory.keys));
+  SequenceOutput out;
+  out.alignment = monotonic_alignment(p, memory.lengths, out_lengths);
+  out.weights = out.alignment;
+  out.contexts = torch::bmm(out.weights, memory.values);
+  return out;
+}
+
+HardStepOutput MonotonicAttention::hard_step(const at::Tensor& query,
+                                             const OnlineMemory& memory, HardState& state) {
+  check_hard_query(query, memory, options_.query_dim, "MonotonicAttention::hard_step");
+  HardStepOutput out = scan(query, memory, state);
+  if (out.status == HardStatus::kEmitted) {
+    out.context = memory.values().select(0, out.index).clone();
+    out.weights = torch::ones({1}, out.context.options());
+    out.begin = out.index;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// MoChA
+
+MoChA::MoChA(const AttentionOptions& options) : MonotonicAttention(options) {
+  options_.validate("MoChA");
+  chunk = register_module("chunk", make_energy(options_.energy, energy_options(options_), false));
+}
+
+StepOutput MoChA::step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
+  StepOutput out = MonotonicAttention::step(query, memory, state);
+  const at::Tensor u = chunk->forward(query.unsqueeze(1), memory.chunk_keys);
+  out.weights =
+      mocha_chunkwise(out.state.unsqueeze(1), u, options_.chunk_size, memory.lengths).squeeze(1);
+  out.context = weighted_sum(out.weights, memory.values);
+  return out;
+}
+
+SequenceOutput MoChA::forward(const at::Tensor& queries, const Memory& memory,
+                              const at::Tensor& out_lengths) {
+  SequenceOutput out = MonotonicAttention::forward(queries, memory, out_lengths);
+  const at::Tensor u = chunk->forward(queries, memory.chunk_keys);
+  out.weights = mocha_chunkwise(out.alignment, u, options_.chunk_size, memory.lengths,
+                                out_lengths);
+  out.contexts = torch::bmm(out.weights, memory.values);
+  return out;
+}
+
+HardStepOutput MoChA::hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                                HardState& state) {
+  check_hard_query(query, memory, options_.query_dim, "MoChA::hard_step");
+  HardStepOutput out = scan(query, memory, state);
+  if (out.status == HardStatus::kEmitted) {
+    chunk_context(query, memory, core::mocha_chunk_start(out.index, options_.chunk_size),
+                  out.index, out);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// MAtChA
+
+MAtChA::MAtChA(const AttentionOptions& options) : MonotonicAttention(options) {
+  options_.validate("MAtChA");
+  chunk = register_module("chunk", make_energy(options_.energy, energy_options(options_), false));
+}
+
+StepOutput MAtChA::step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
+  const char* fn = "MAtChA::step";
+  check_query(query, memory, options_.query_dim, fn);
+  check_state(state, memory, fn);
+  const at::Tensor p =
+      selection_probability(monotonic->forward(query.unsqueeze(1), memory.keys).squeeze(1));
+  const at::Tensor u = chunk->forward(query.unsqueeze(1), memory.chunk_keys);
+  StepOutput out;
+  out.state = monotonic_alignment_step(p, state, memory.lengths);
+  out.weights = matcha_chunkwise(state.unsqueeze(1), p.unsqueeze(1), u, memory.lengths).squeeze(1);
+  out.context = weighted_sum(out.weights, memory.values);
+  return out;
+}
+
+SequenceOutput MAtChA::forward(const at::Tensor& queries, const Memory& memory,
+                               const at::Tensor& out_lengths) {
+  check_queries(queries, memory, options_.query_dim, "MAtChA::forward");
+  const at::Tensor p = selection_probability(monotonic->forward(queries, memory.keys));
+  const at::Tensor u = chunk->forward(queries, memory.chunk_keys);
+  SequenceOutput out;
+  out.alignment = monotonic_alignment(p, memory.lengths, out_lengths);
+  // Row i of alpha_prev is alpha_{i-1}: the initial alignment, then alpha shifted down.
+  const int64_t U = queries.size(1);
+  const at::Tensor alpha_prev = torch::cat(
+      {initial_state(memory).unsqueeze(1), out.alignment.narrow(1, 0, std::max<int64_t>(U - 1, 0))},
+      1).narrow(1, 0, U);
+  out.weights = matcha_chunkwise(alpha_prev, p, u, memory.lengths, out_lengths);
+  out.contexts = torch::bmm(out.weights, memory.values);
+  return out;
+}
+
+HardStepOutput MAtChA::hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                                 HardState& state) {
+  check_hard_query(query, memory, options_.query_dim, "MAtChA::hard_step");
+  const int64_t previous = state.t;
+  HardStepOutput out = scan(query, memory, state);
+  if (out.status == HardStatus::kEmitted) chunk_context(query, memory, previous, out.index, out);
+  return out;
+}
+
+}  // namespace mona::nn

@@ -1,0 +1,81 @@
+// Energy functions; see include/mona/nn/energy.h.
+#include "mona/nn/energy.h"
+
+#include <torch/torch.h>
+
+namespace mona::nn {
+
+void EnergyOptions::validate(const char* who) const {
+  TORCH_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
+  TORCH_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
+  TORCH_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
+  TORCH_CHECK(std::isfinite(init_r), who, ": init_r must be finite, got ", init_r);
+}
+
+AdditiveEnergy::AdditiveEnergy(const EnergyOptions& o, bool monotonic)
+    : dim_(o.attention_dim > 0 ? o.attention_dim : o.memory_dim), monotonic_(monotonic) {
+  o.validate(monotonic ? "MonotonicAdditiveEnergy" : "AdditiveEnergy");
+  query_proj = register_module("query_proj",
+                               torch::nn::Linear(torch::nn::LinearOptions(o.query_dim, dim_)));
+  memory_proj = register_module(
+      "memory_proj", torch::nn::Linear(torch::nn::LinearOptions(o.memory_dim, dim_).bias(false)));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(dim_));
+  v = register_parameter("v", torch::empty({dim_}).uniform_(-bound, bound));
+  if (monotonic_) {
+    g = register_parameter("g", torch::full({}, bound));  // 1/sqrt(d), 002 App. G
+    r = register_parameter("r", torch::full({}, o.init_r));
+  }
+}
+
+at::Tensor AdditiveEnergy::effective_v() const {
+  return monotonic_ ? g * v / v.norm() : v;
+}
+
+at::Tensor AdditiveEnergy::keys(const at::Tensor& memory) { return memory_proj(memory); }
+
+at::Tensor AdditiveEnergy::forward(const at::Tensor& queries, const at::Tensor& keys) {
+  // [B, U, 1, d] + [B, 1, T, d] -> tanh -> . v -> [B, U, T]
+  const at::Tensor q = query_proj(queries).unsqueeze(2);
+  const at::Tensor h = torch::tanh(q + keys.unsqueeze(1));
+  at::Tensor e = torch::matmul(h, effective_v());
+  if (monotonic_) e = e + r;
+  return e;
+}
+
+EnergyScorer AdditiveEnergy::scorer(const at::Tensor& query) {
+  torch::NoGradGuard no_grad;
+  EnergyScorer s;
+  s.kind = EnergyScorer::Kind::kTanh;
+  s.dim = dim_;
+  s.query = query_proj(query.reshape({-1})).contiguous();
+  s.weight = effective_v().to(s.query.scalar_type()).contiguous();
+  s.offset = monotonic_ ? r.item<double>() : 0.0;
+  return s;
+}
+
+ScaledDotEnergy::ScaledDotEnergy(const EnergyOptions& o) : dim_(o.query_dim) {
+  o.validate("ScaledDotEnergy");
+  memory_proj = register_module(
+      "memory_proj", torch::nn::Linear(torch::nn::LinearOptions(o.memory_dim, dim_).bias(false)));
+  g = register_parameter("g", torch::full({}, 1.0 / std::sqrt(static_cast<double>(dim_))));
+  r = register_parameter("r", torch::full({}, o.init_r));
+}
+
+at::Tensor ScaledDotEnergy::keys(const at::Tensor& memory) { return memory_proj(memory); }
+
+at::Tensor ScaledDotEnergy::forward(const at::Tensor& queries, const at::Tensor& keys) {
+  return g * torch::matmul(queries, keys.transpose(1, 2)) + r;
+}
+
+EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
+  torch::NoGradGuard no_grad;
+  EnergyScorer s;
+  s.kind = EnergyScorer::Kind::kDot;
+  s.dim = dim_;
+  s.query = query.reshape({-1}).contiguous();
+  s.scale = g.item<double>();
+  s.offset = r.item<double>();
+  return s;
+}
+
+}  // namespace mona::nn

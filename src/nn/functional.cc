@@ -1,0 +1,276 @@
+// Autograd functions over the core kernels; see include/mona/nn/functional.h.
+#include "mona/nn/functional.h"
+
+#include <ATen/Dispatch.h>
+#include <torch/autograd.h>
+
+#include "check.h"
+#include "mona/core/matcha.h"
+#include "mona/core/mocha.h"
+#include "mona/core/monotonic.h"
+#include "mona/core/softmax.h"
+
+namespace mona::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using detail::make_grid;
+
+// Optional lengths travel as one non-tensor argument: LibTorch 1.13's custom functions
+// cannot take undefined tensors as arguments.
+struct Lengths {
+  at::Tensor in, out;
+};
+
+at::Tensor saved_or_undefined(AutogradContext* ctx, const char* key) {
+  auto it = ctx->saved_data.find(key);
+  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
+  return it->second.toTensor();
+}
+
+void save_lengths(AutogradContext* ctx, const Lengths& lens) {
+  if (lens.in.defined()) ctx->saved_data["in_lens"] = lens.in;
+  if (lens.out.defined()) ctx->saved_data["out_lens"] = lens.out;
+}
+
+// ---------------------------------------------------------------------------------------
+struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor p, at::Tensor alpha0,
+                            Lengths lens) {
+    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
+    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+    at::Tensor alpha = at::empty_like(p);
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment", [&] {
+      core::monotonic_alignment(p.data_ptr<scalar_t>(), alpha0.data_ptr<scalar_t>(),
+                                alpha.data_ptr<scalar_t>(), grid);
+    });
+    ctx->save_for_backward({p, alpha, alpha0});
+    save_lengths(ctx, lens);
+    return alpha;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &p = saved[0], &alpha = saved[1], &alpha0 = saved[2];
+    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
+    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+    at::Tensor grad_p = at::empty_like(p);
+    at::Tensor grad_alpha0 = at::empty({B, T}, p.options());
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_backward", [&] {
+      core::monotonic_alignment_backward(
+          g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), alpha0.data_ptr<scalar_t>(),
+          alpha.data_ptr<scalar_t>(), grad_p.data_ptr<scalar_t>(),
+          grad_alpha0.data_ptr<scalar_t>(), grid);
+    });
+    return {grad_p, grad_alpha0, at::Tensor()};
+  }
+};
+
+struct MonotonicStepFn : torch::autograd::Function<MonotonicStepFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor p, at::Tensor alpha_prev,
+                            Lengths lens) {
+    const at::Tensor& in_lens = lens.in;
+    const int64_t B = p.size(0), T = p.size(1);
+    at::Tensor alpha = at::empty_like(p);
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_step", [&] {
+      core::monotonic_alignment_step(p.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(),
+                                     alpha.data_ptr<scalar_t>(), B, T,
+                                     detail::ptr_or_null(in_lens));
+    });
+    ctx->save_for_backward({p, alpha_prev});
+    save_lengths(ctx, lens);
+    return alpha;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &p = saved[0], &alpha_prev = saved[1];
+    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = p.size(0), T = p.size(1);
+    at::Tensor grad_p = at::empty_like(p), grad_prev = at::empty_like(p);
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_step_backward", [&] {
+      core::monotonic_alignment_step_backward(
+          g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(),
+          grad_p.data_ptr<scalar_t>(), grad_prev.data_ptr<scalar_t>(), B, T,
+          detail::ptr_or_null(in_lens));
+    });
+    return {grad_p, grad_prev, at::Tensor()};
+  }
+};
+
+struct MochaFn : torch::autograd::Function<MochaFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor alpha, at::Tensor u, int64_t w,
+                            Lengths lens) {
+    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
+    const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
+    at::Tensor beta = at::empty_like(alpha);
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(alpha.scalar_type(), "mocha_chunkwise", [&] {
+      core::mocha_chunkwise(alpha.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(),
+                            beta.data_ptr<scalar_t>(), grid, w);
+    });
+    ctx->save_for_backward({alpha, u});
+    ctx->saved_data["w"] = w;
+    save_lengths(ctx, lens);
+    return beta;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &alpha = saved[0], &u = saved[1];
+    const int64_t w = ctx->saved_data["w"].toInt();
+    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
+    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
+    at::Tensor grad_alpha = at::empty_like(alpha), grad_u = at::empty_like(u);
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(alpha.scalar_type(), "mocha_chunkwise_backward", [&] {
+      core::mocha_chunkwise_backward(g.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(),
+                                     u.data_ptr<scalar_t>(), grad_alpha.data_ptr<scalar_t>(),
+                                     grad_u.data_ptr<scalar_t>(), grid, w);
+    });
+    return {grad_alpha, grad_u, at::Tensor(), at::Tensor()};
+  }
+};
+
+struct MatchaFn : torch::autograd::Function<MatchaFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor alpha_prev, at::Tensor p,
+                            at::Tensor u, Lengths lens) {
+    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
+    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+    at::Tensor beta = at::empty_like(p);
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "matcha_chunkwise", [&] {
+      core::matcha_chunkwise(alpha_prev.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
+                             u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), grid);
+    });
+    ctx->save_for_backward({alpha_prev, p, u, beta});
+    save_lengths(ctx, lens);
+    return beta;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &alpha_prev = saved[0], &p = saved[1], &u = saved[2], &beta = saved[3];
+    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
+    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+    at::Tensor ga = at::empty_like(p), gp = at::empty_like(p), gu = at::empty_like(p);
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "matcha_chunkwise_backward", [&] {
+      core::matcha_chunkwise_backward(
+          g.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
+          u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), ga.data_ptr<scalar_t>(),
+          gp.data_ptr<scalar_t>(), gu.data_ptr<scalar_t>(), grid);
+    });
+    return {ga, gp, gu, at::Tensor()};
+  }
+};
+
+struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor e, Lengths lens) {
+    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
+    const int64_t B = e.size(0), U = e.size(1), T = e.size(2);
+    at::Tensor w = at::empty_like(e);
+    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(e.scalar_type(), "masked_softmax", [&] {
+      core::softmax(e.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), grid);
+    });
+    ctx->save_for_backward({w});
+    save_lengths(ctx, lens);
+    return w;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor w = ctx->get_saved_variables()[0];
+    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
+    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
+    const at::Tensor g = grads[0].contiguous();
+    at::Tensor ge = at::empty_like(w);
+    const auto grid = make_grid(w.size(0), w.size(1), w.size(2), in_lens, out_lens);
+    AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "masked_softmax_backward", [&] {
+      core::softmax_backward(g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                             ge.data_ptr<scalar_t>(), grid);
+    });
+    return {ge, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor monotonic_alignment(const at::Tensor& p, const at::Tensor& in_lens,
+                               const at::Tensor& out_lens, const at::Tensor& alpha0) {
+  const char* fn = "mona::nn::monotonic_alignment";
+  detail::check_tensor(p, fn, "p", 3, "[B, U, T]");
+  const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+  at::Tensor a0;
+  if (alpha0.defined()) {
+    detail::check_tensor(alpha0, fn, "alpha0", 2, "[B, T]");
+    TORCH_CHECK(alpha0.size(0) == B && alpha0.size(1) == T, fn,
+                ": alpha0: expected sizes [B, T] = [", B, ", ", T, "], got ", alpha0.sizes());
+    TORCH_CHECK(alpha0.scalar_type() == p.scalar_type(), fn, ": alpha0: expected dtype ",
+                p.scalar_type(), " (that of p), got ", alpha0.scalar_type());
+    a0 = alpha0.contiguous();
+  } else {  // the default initial alignment: all mass on entry 0 (002 sec. 2.2)
+    a0 = at::zeros({B, T}, p.options());
+    if (T > 0) a0.select(1, 0).fill_(1.0);
+  }
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
+  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
+  return MonotonicAlignmentFn::apply(p.contiguous(), a0, Lengths{il, ol});
+}
+
+at::Tensor monotonic_alignment_step(const at::Tensor& p, const at::Tensor& alpha_prev,
+                                    const at::Tensor& in_lens) {
+  const char* fn = "mona::nn::monotonic_alignment_step";
+  detail::check_tensor(p, fn, "p", 2, "[B, T]");
+  detail::check_tensor(alpha_prev, fn, "alpha_prev", 2, "[B, T]");
+  detail::check_like(alpha_prev, p, fn, "alpha_prev", "p");
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", p.size(0), p.size(1));
+  return MonotonicStepFn::apply(p.contiguous(), alpha_prev.contiguous(), Lengths{il, {}});
+}
+
+at::Tensor mocha_chunkwise(const at::Tensor& alpha, const at::Tensor& u, int64_t w,
+                           const at::Tensor& in_lens, const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::mocha_chunkwise";
+  detail::check_tensor(alpha, fn, "alpha", 3, "[B, U, T]");
+  detail::check_tensor(u, fn, "u", 3, "[B, U, T]");
+  detail::check_like(u, alpha, fn, "u", "alpha");
+  TORCH_CHECK(w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", alpha.size(0), alpha.size(2));
+  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", alpha.size(0), alpha.size(1));
+  return MochaFn::apply(alpha.contiguous(), u.contiguous(), w, Lengths{il, ol});
+}
+
+at::Tensor matcha_chunkwise(const at::Tensor& alpha_prev, const at::Tensor& p,
+                            const at::Tensor& u, const at::Tensor& in_lens,
+                            const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::matcha_chunkwise";
+  detail::check_tensor(alpha_prev, fn, "alpha_prev", 3, "[B, U, T]");
+  detail::check_tensor(p, fn, "p", 3, "[B, U, T]");
+  detail::check_tensor(u, fn, "u", 3, "[B, U, T]");
+  detail::check_like(alpha_prev, p, fn, "alpha_prev", "p");
+  detail::check_like(u, p, fn, "u", "p");
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", p.size(0), p.size(2));
+  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", p.size(0), p.size(1));
+  return MatchaFn::apply(alpha_prev.contiguous(), p.contiguous(), u.contiguous(), Lengths{il, ol});
+}
+
+at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens,
+                          const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::masked_softmax";
+  detail::check_tensor(e, fn, "e", 3, "[B, U, T]");
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", e.size(0), e.size(2));
+  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", e.size(0), e.size(1));
+  return SoftmaxFn::apply(e.contiguous(), Lengths{il, ol});
+}
+
+}  // namespace mona::nn

@@ -1,0 +1,357 @@
+// label: nn
+// Attention modules (mona/nn/attention.h) and autograd functions (mona/nn/functional.h):
+// finite-difference gradients, hard online steps against the expected computation,
+// streaming against offline, linear cost, padding, and argument errors.
+#include "mona/nn/attention.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "mona/nn/functional.h"
+#include "nn/nn_test_util.h"
+
+namespace mona::test {
+namespace {
+
+using nn::AttentionOptions;
+using nn::HardStatus;
+
+const std::vector<std::string> kMechanisms = {"soft", "monotonic", "mocha", "matcha"};
+
+AttentionOptions small_options(const std::string& energy = "additive") {
+  AttentionOptions o;
+  o.query_dim = 3;
+  o.memory_dim = 4;
+  o.attention_dim = 3;
+  o.energy = energy;
+  o.monotonic_energy = energy;
+  o.init_r = -1.0;
+  o.chunk_size = 2;
+  o.seed = 5;
+  return o;
+}
+
+std::shared_ptr<nn::Attention> make(const std::string& mech, const AttentionOptions& o) {
+  auto a = nn::make_attention(mech, o);
+  a->to(torch::kDouble);
+  a->eval();
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------
+// Functional layer
+
+TEST(Functional, GradientsMatchFiniteDifferences) {
+  torch::manual_seed(1);
+  const int64_t B = 2, U = 3, T = 5;
+  auto lens = torch::tensor({5, 3}, torch::kLong);
+  auto olens = torch::tensor({3, 2}, torch::kLong);
+  auto p = torch::sigmoid(torch::randn({B, U, T}, torch::kDouble)).requires_grad_();
+  auto u = torch::randn({B, U, T}, torch::kDouble).requires_grad_();
+  auto a0 = torch::softmax(torch::randn({B, T}, torch::kDouble), 1).requires_grad_();
+  auto W = torch::randn({B, U, T}, torch::kDouble);
+
+  auto check = [&](const std::function<torch::Tensor()>& fwd,
+                   const std::vector<std::pair<torch::Tensor, std::string>>& inputs) {
+    for (auto& in : inputs) {
+      if (in.first.grad().defined()) in.first.mutable_grad().zero_();
+    }
+    (fwd() * W).sum().backward();
+    for (auto& in : inputs) {
+      auto num = numeric_grad([&] { return (fwd() * W).sum().item<double>(); },
+                              in.first.detach());
+      expect_grad_close(in.first.grad(), num, 1e-7, in.second);
+    }
+  };
+  check([&] { return nn::monotonic_alignment(p, lens, olens, a0); },
+        {{p, "monotonic p"}, {a0, "monotonic alpha0"}});
+  check([&] { return nn::mocha_chunkwise(nn::monotonic_alignment(p, lens, olens), u, 3, lens, olens); },
+        {{p, "mocha p"}, {u, "mocha u"}});
+  check([&] { return nn::matcha_chunkwise(p, p, u, lens, olens); },  // alpha_prev := p
+        {{p, "matcha p"}, {u, "matcha u"}});
+  check([&] { return nn::masked_softmax(u, lens, olens); }, {{u, "softmax u"}});
+  auto p2 = torch::sigmoid(torch::randn({B, T}, torch::kDouble)).requires_grad_();
+  auto W2 = torch::randn({B, T}, torch::kDouble);
+  auto loss2 = [&] { return (nn::monotonic_alignment_step(p2, a0, lens) * W2).sum(); };
+  loss2().backward();
+  expect_grad_close(p2.grad(), numeric_grad([&] { return loss2().item<double>(); }, p2.detach()),
+                    1e-7, "step p");
+}
+
+TEST(Functional, ArgumentErrorsNameTheArgument) {
+  auto p = torch::rand({2, 3, 4});
+  expect_throws_with([&] { nn::monotonic_alignment(torch::rand({2, 3})); },
+                     "mona::nn::monotonic_alignment: p: expected 3 dims [B, U, T], got [2, 3]");
+  expect_throws_with([&] { nn::monotonic_alignment(p.to(torch::kInt)); },
+                     "p: expected dtype float32 or float64, got Int");
+  expect_throws_with([&] { nn::monotonic_alignment(p, torch::tensor({4, 5}, torch::kLong)); },
+                     "in_lens[1] must lie in [0, 4], got 5");
+  expect_throws_with([&] { nn::monotonic_alignment(p, torch::tensor({4}, torch::kLong)); },
+                     "in_lens: expected shape [B] = [2], got [1]");
+  expect_throws_with([&] { nn::monotonic_alignment(p, {}, torch::tensor({-1, 0}, torch::kLong)); },
+                     "out_lens[0] must lie in [0, 3], got -1");
+  expect_throws_with([&] { nn::monotonic_alignment(torch::empty({2, 3, 4}, torch::Device(torch::kMeta))); },
+                     "p: expected a CPU tensor, got device meta");
+  expect_throws_with([&] { nn::mocha_chunkwise(p, p, 0); }, "w: chunk size must be >= 1, got 0");
+  expect_throws_with([&] { nn::mocha_chunkwise(p, torch::rand({2, 3, 5}), 2); },
+                     "u: expected sizes [2, 3, 4] (those of alpha), got [2, 3, 5]");
+  expect_throws_with([&] { nn::monotonic_alignment_step(torch::rand({2, 4}), torch::rand({2, 4}, torch::kDouble)); },
+                     "alpha_prev: expected dtype Float (that of p), got Double");
+  expect_throws_with([&] { nn::monotonic_alignment(p * 2 + 1); },  // values, from the kernel
+                     "p: expected values in [0, 1]");
+}
+
+// ---------------------------------------------------------------------------------------
+// Modules
+
+struct Batch {
+  torch::Tensor memory, lengths, queries, out_lengths;
+};
+
+Batch random_batch(int64_t B, int64_t U, int64_t T, const AttentionOptions& o) {
+  Batch b;
+  b.memory = torch::randn({B, T, o.memory_dim}, torch::kDouble);
+  b.queries = torch::randn({B, U, o.query_dim}, torch::kDouble);
+  std::vector<int64_t> lens(B, T), olens(B, U);
+  if (B > 1) {
+    lens[1] = std::max<int64_t>(1, T - 2);
+    olens[1] = std::max<int64_t>(1, U - 1);
+  }
+  b.lengths = torch::tensor(lens, torch::kLong);
+  b.out_lengths = torch::tensor(olens, torch::kLong);
+  return b;
+}
+
+TEST(Attention, ModuleGradientsMatchFiniteDifferences) {
+  for (const std::string energy : {"additive", "dot"}) {
+    for (const auto& mech : kMechanisms) {
+      torch::manual_seed(2);
+      auto o = small_options(energy);
+      auto att = make(mech, o);
+      Batch b = random_batch(2, 3, 5, o);
+      b.memory.requires_grad_();
+      b.queries.requires_grad_();
+      auto W = torch::randn({2, 3, o.memory_dim}, torch::kDouble);
+      auto loss = [&] {
+        auto m = att->prepare(b.memory, b.lengths);
+        return (att->forward(b.queries, m, b.out_lengths).contexts * W).sum();
+      };
+      att->zero_grad();
+      loss().backward();
+      const std::string what = mech + "/" + energy;
+      expect_grad_close(b.queries.grad(), numeric_grad([&] { return loss().item<double>(); }, b.queries.detach()),
+                        1e-6, what + " queries");
+      expect_grad_close(b.memory.grad(), numeric_grad([&] { return loss().item<double>(); }, b.memory.detach()),
+                        1e-6, what + " memory");
+      for (auto& kv : att->named_parameters()) {
+        expect_grad_close(kv.value().grad(),
+                          numeric_grad([&] { return loss().item<double>(); }, kv.value().detach()),
+                          1e-6, what + " parameter " + kv.key());
+      }
+      // Memory past a length receives no gradient.
+      EXPECT_EQ(b.memory.grad()[1].narrow(0, 3, 2).abs().max().item<double>(), 0.0) << what;
+    }
+  }
+}
+
+TEST(Attention, StepUnrolledEqualsForward) {
+  for (const auto& mech : kMechanisms) {
+    torch::manual_seed(3);
+    auto o = small_options();
+    auto att = make(mech, o);
+    Batch b = random_batch(2, 4, 6, o);
+    auto m = att->prepare(b.memory, b.lengths);
+    auto full = att->forward(b.queries, m);
+    auto state = att->initial_state(m);
+    for (int64_t i = 0; i < 4; ++i) {
+      auto out = att->step(b.queries.select(1, i), m, state);
+      EXPECT_TRUE(torch::allclose(out.weights, full.weights.select(1, i), 1e-12, 1e-14)) << mech << " i=" << i;
+      EXPECT_TRUE(torch::allclose(out.context, full.contexts.select(1, i), 1e-12, 1e-14)) << mech;
+      state = out.state;
+    }
+  }
+}
+
+TEST(Attention, PaddedBatchEqualsExamplesAlone) {
+  for (const auto& mech : kMechanisms) {
+    torch::manual_seed(4);
+    auto o = small_options();
+    auto att = make(mech, o);
+    Batch b = random_batch(2, 4, 7, o);
+    auto full = att->forward(b.queries, att->prepare(b.memory, b.lengths), b.out_lengths);
+    for (int64_t k = 0; k < 2; ++k) {
+      const int64_t T = b.lengths[k].item<int64_t>(), U = b.out_lengths[k].item<int64_t>();
+      auto alone = att->forward(b.queries[k].narrow(0, 0, U).unsqueeze(0),
+                                att->prepare(b.memory[k].narrow(0, 0, T).unsqueeze(0)));
+      EXPECT_TRUE(torch::allclose(full.contexts[k].narrow(0, 0, U), alone.contexts[0], 1e-12, 1e-14)) << mech;
+      EXPECT_TRUE(torch::allclose(full.weights[k].narrow(0, 0, U).narrow(1, 0, T), alone.weights[0], 1e-12, 1e-14)) << mech;
+      // padding: weights past the length are exactly zero, rows past out_len too
+      EXPECT_EQ(full.weights[k].narrow(1, T, 7 - T).abs().sum().item<double>(), 0.0) << mech;
+      EXPECT_EQ(full.weights[k].narrow(0, U, 4 - U).abs().sum().item<double>(), 0.0) << mech;
+    }
+  }
+}
+
+// Runs the hard online step over the whole memory, feeding it `chunk` frames at a time,
+// with teacher-forced queries. Returns contexts [U, Dh] and chosen indices.
+struct HardRun {
+  torch::Tensor contexts;
+  std::vector<int64_t> index;
+  int64_t monotonic_energies = 0, chunk_energies = 0;
+};
+
+HardRun run_hard(nn::Attention& att, const torch::Tensor& memory /*[T, Dh]*/,
+                 const torch::Tensor& queries /*[U, Dq]*/, int64_t chunk) {
+  HardRun run;
+  nn::OnlineMemory mem;
+  nn::HardState state;
+  const int64_t T = memory.size(0), U = queries.size(0);
+  std::vector<torch::Tensor> ctx;
+  int64_t fed = 0;
+  for (int64_t i = 0; i < U;) {
+    auto out = att.hard_step(queries[i], mem, state);
+    run.monotonic_energies += out.monotonic_energies;
+    run.chunk_energies += out.chunk_energies;
+    if (out.status == HardStatus::kNeedMoreInput) {
+      const int64_t n = std::min(chunk, T - fed);
+      if (n > 0) att.extend(mem, memory.narrow(0, fed, n));
+      fed += n;
+      if (fed == T) mem.finish();
+      continue;
+    }
+    ctx.push_back(out.context);
+    run.index.push_back(out.status == HardStatus::kEmitted ? out.index : -1);
+    ++i;
+  }
+  run.contexts = torch::stack(ctx);
+  return run;
+}
+
+TEST(Attention, HardStepEqualsExpectationWhenEnergiesSaturate) {
+  for (const auto& mech : std::vector<std::string>{"monotonic", "mocha", "matcha"}) {
+    int64_t emitted = 0, exhausted = 0;
+    for (int trial = 0; trial < 5; ++trial) {
+      torch::manual_seed(10 + trial);
+      auto o = small_options("dot");
+      o.init_r = 0.0;
+      auto att = make(mech, o);
+      {  // saturate the monotonic energy: |e| huge so that every p is 0 or 1
+        torch::NoGradGuard ng;
+        auto& g = dynamic_cast<nn::ScaledDotEnergy&>(*std::dynamic_pointer_cast<nn::MonotonicAttention>(att)->monotonic).g;
+        g.fill_(1e6);
+      }
+      const int64_t T = 9, U = 5;
+      auto memory = torch::randn({1, T, o.memory_dim}, torch::kDouble);
+      auto queries = torch::randn({1, U, o.query_dim}, torch::kDouble);
+      auto expected = att->forward(queries, att->prepare(memory));
+      auto p = expected.alignment;
+      ASSERT_TRUE(((p == 0) | (p == 1)).all().item<bool>()) << "alignment not one-hot";
+      auto hard = run_hard(*att, memory[0], queries[0], T);
+      emitted += std::count_if(hard.index.begin(), hard.index.end(), [](int64_t t) { return t >= 0; });
+      exhausted += std::count(hard.index.begin(), hard.index.end(), -1);
+      EXPECT_TRUE(torch::allclose(hard.contexts, expected.contexts[0], 1e-6, 1e-6))
+          << mech << " trial " << trial << "\nhard\n" << hard.contexts << "\nexpected\n" << expected.contexts[0];
+    }
+    EXPECT_GT(emitted, 5) << mech << ": the comparison must cover emitted steps";
+    EXPECT_GT(exhausted, 0) << mech << ": and steps that ran off the end";
+  }
+}
+
+TEST(Attention, OnlineEqualsOfflineAndCostIsLinear) {
+  for (const auto& mech : kMechanisms) {
+    int64_t emitted = 0, moved = 0;
+    for (int trial = 0; trial < 8; ++trial) {
+      torch::manual_seed(20 + trial);
+      auto o = small_options(trial % 2 ? "dot" : "additive");
+      o.monotonic_energy = "dot";
+      o.init_r = 0.0;
+      auto att = make(mech, o);
+      if (auto mono = std::dynamic_pointer_cast<nn::MonotonicAttention>(att)) {
+        torch::NoGradGuard ng;  // sharpen p so that decisions depend on the entry
+        dynamic_cast<nn::ScaledDotEnergy&>(*mono->monotonic).g.fill_(3.0);
+      }
+      const int64_t T = 12, U = 6;
+      auto memory = torch::randn({T, o.memory_dim}, torch::kDouble);
+      auto queries = torch::randn({U, o.query_dim}, torch::kDouble);
+      auto offline = run_hard(*att, memory, queries, T);
+      auto online = run_hard(*att, memory, queries, 1);
+      for (size_t i = 0; i < online.index.size(); ++i) {
+        emitted += online.index[i] >= 0;
+        moved += i > 0 && online.index[i] > online.index[i - 1];
+      }
+      EXPECT_EQ(online.index, offline.index) << mech;
+      EXPECT_TRUE(torch::equal(online.contexts, offline.contexts)) << mech;
+      if (mech != "soft") {
+        EXPECT_LE(online.monotonic_energies, T + U) << mech;
+        if (mech == "mocha") {
+          EXPECT_LE(online.chunk_energies, o.chunk_size * U);
+        }
+        if (mech == "matcha") {
+          EXPECT_LE(online.chunk_energies, T + U);
+        }
+        for (size_t i = 1; i < online.index.size(); ++i) {
+          if (online.index[i] >= 0) {
+            EXPECT_GE(online.index[i], online.index[i - 1]) << "moved left";
+          }
+        }
+      }
+    }
+    // The comparison must bite: steps emitted, and the attention moved right.
+    EXPECT_GT(emitted, 8) << mech;
+    if (mech != "soft") {
+      EXPECT_GT(moved, 2) << mech;
+    }
+  }
+}
+
+TEST(Attention, TrainingNoiseIsSeededAndOffInEval) {
+  auto o = small_options();
+  auto att = make("monotonic", o);
+  Batch b = random_batch(1, 3, 5, o);
+  auto m = att->prepare(b.memory);
+  auto clean = att->forward(b.queries, m).weights;
+  att->train();
+  att->reseed_noise(9);
+  auto n1 = att->forward(b.queries, m).weights;
+  att->reseed_noise(9);
+  auto n2 = att->forward(b.queries, m).weights;
+  EXPECT_TRUE(torch::equal(n1, n2));
+  EXPECT_FALSE(torch::allclose(n1, clean));
+  att->eval();
+  EXPECT_TRUE(torch::equal(att->forward(b.queries, m).weights, clean));
+}
+
+TEST(Attention, ModuleArgumentErrors) {
+  auto o = small_options();
+  auto att = make("mocha", o);
+  auto mem = torch::randn({2, 5, 4}, torch::kDouble);
+  expect_throws_with([&] { att->prepare(torch::randn({2, 5, 3}, torch::kDouble)); },
+                     "memory: expected Dh = 4 (AttentionOptions.memory_dim), got [2, 5, 3]");
+  expect_throws_with([&] { att->prepare(mem, torch::tensor({5, 6}, torch::kLong)); },
+                     "lengths[1] must lie in [0, 5], got 6");
+  auto m = att->prepare(mem);
+  expect_throws_with([&] { att->step(torch::randn({3, 3}, torch::kDouble), m, att->initial_state(m)); },
+                     "query: expected [B, Dq] = [2, 3], got [3, 3]");
+  expect_throws_with([&] { att->step(torch::randn({2, 3}, torch::kDouble), m, torch::zeros({2, 4}, torch::kDouble)); },
+                     "state: expected the previous alignment [B, T] = [2, 5], got [2, 4]");
+  expect_throws_with([&] { att->forward(torch::randn({2, 3, 7}, torch::kDouble), m); },
+                     "queries: expected [B, U, Dq] = [2, U, 3], got [2, 3, 7]");
+  AttentionOptions bad = o;
+  bad.chunk_size = 0;
+  expect_throws_with([&] { nn::make_attention("mocha", bad); }, "chunk_size w must be >= 1, got 0");
+  bad = o;
+  bad.threshold = 1.5;
+  expect_throws_with([&] { nn::make_attention("monotonic", bad); }, "threshold tau must lie in (0, 1), got 1.5");
+  expect_throws_with([&] { nn::make_attention("bahdanau", o); }, "got \"bahdanau\"");
+  nn::OnlineMemory om;
+  att->extend(om, torch::randn({3, 4}, torch::kDouble));
+  om.finish();
+  expect_throws_with([&] { att->extend(om, torch::randn({1, 4}, torch::kDouble)); },
+                     "the stream's input is already finished");
+}
+
+}  // namespace
+}  // namespace mona::test
