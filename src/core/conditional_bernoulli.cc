@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mona/core/poisson_binomial.h"
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -245,7 +246,7 @@ void cb_table(const T* logits, T* table, const Grid& grid) {
   validate_cb(kName, logits, grid);
   if (grid.batch > 0) check_ptr(table, kName, "table");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t b = 0; b < grid.batch; ++b) {
     const int64_t n = grid.T_of(b), kk = grid.U_of(b);
     T* Q = table + b * S;
@@ -273,7 +274,7 @@ void cb_table_backward(const T* grad_table, const T* logits, const T* table, T* 
       }
     }
   }
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t b = 0; b < grid.batch; ++b) {
     const int64_t n = grid.T_of(b), kk = grid.U_of(b);
     T* gx = grad_logits + b * grid.in_len;
@@ -293,7 +294,7 @@ void cb_log_prob(const T* logits, const T* b, const T* table, T* log_prob, const
   validate_table_ptr(kName, table, grid);
   if (grid.batch > 0) check_ptr(log_prob, kName, "log_prob");
   const int64_t S = table_stride(grid);
-#pragma omp parallel for schedule(static) if (grid.batch > 1)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r);
     const T* x = logits + r * grid.in_len;
@@ -314,7 +315,7 @@ void cb_log_prob_backward(const T* grad_log_prob, const T* logits, const T* b, c
   check_finite_vec(kName, "grad_log_prob", grad_log_prob, 1, grid.batch, nullptr);
   if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
     const T g = grad_log_prob[r];
@@ -338,7 +339,7 @@ void cb_marginals(const T* logits, const T* table, T* marginals, const Grid& gri
   validate_table_ptr(kName, table, grid);
   if (grid.batch * grid.in_len > 0) check_ptr(marginals, kName, "marginals");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
     T* m = marginals + r * grid.in_len;
@@ -360,7 +361,7 @@ void cb_idb_step_log_probs(const T* logits, const T* b, const T* table, T* step_
   validate_table_ptr(kName, table, grid);
   if (grid.batch * grid.in_len > 0) check_ptr(step_log_probs, kName, "step_log_probs");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
-#pragma omp parallel for schedule(static) if (grid.batch > 1)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), off = r * grid.in_len;
     idb_steps_row(logits + off, b + off, n, grid.U_of(r), table + r * S, W, step_log_probs + off);
@@ -378,7 +379,7 @@ void cb_idb_step_log_probs_backward(const T* grad_step, const T* logits, const T
   check_finite_vec(kName, "grad_step", grad_step, grid.batch, grid.in_len, grid.in_lens);
   if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;
@@ -410,7 +411,7 @@ void cb_bb_step_log_probs(const T* logits, const T* b, const T* table, T* step_l
   validate_table_ptr(kName, table, grid);
   if (grid.batch * grid.out_len > 0) check_ptr(step_log_probs, kName, "step_log_probs");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
-#pragma omp parallel for schedule(static) if (grid.batch > 1)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
     const auto pos = highs_of(b + r * grid.in_len, n);
@@ -431,7 +432,7 @@ void cb_bb_step_log_probs_backward(const T* grad_step, const T* logits, const T*
   check_finite_vec(kName, "grad_step", grad_step, grid.batch, grid.out_len, klens.data());
   if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;
@@ -465,7 +466,7 @@ void cb_db_step_log_probs(const T* logits, const int64_t* order, T* step_log_pro
   validate_order(kName, "order", order, grid, false);
   if (grid.batch * grid.out_len > 0) check_ptr(step_log_probs, kName, "step_log_probs");
   const int64_t K = grid.out_len;
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
     const T* x = logits + r * grid.in_len;
@@ -491,7 +492,7 @@ void cb_db_step_log_probs_backward(const T* grad_step, const T* logits, const in
   check_finite_vec(kName, "grad_step", grad_step, grid.batch, grid.out_len, klens.data());
   if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
   const int64_t K = grid.out_len;
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
     const T* x = logits + r * grid.in_len;
@@ -530,7 +531,7 @@ void cb_sample_idb(const T* logits, const T* table, Rng& rng, T* b, T* step_log_
   if (grid.batch * grid.in_len > 0) check_ptr(b, kName, "b");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
   const auto seeds = row_seeds(rng, grid.batch);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     Rng gen(seeds[static_cast<size_t>(r)]);
@@ -552,7 +553,7 @@ void cb_sample_bb(const T* logits, const T* table, Rng& rng, T* b, int64_t* posi
   if (grid.batch * grid.in_len > 0) check_ptr(b, kName, "b");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
   const auto seeds = row_seeds(rng, grid.batch);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;
@@ -601,7 +602,7 @@ void cb_sample_db(const T* logits, const T* table, Rng& rng, T* b, int64_t* orde
   if (grid.batch * grid.in_len > 0) check_ptr(b, kName, "b");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
   const auto seeds = row_seeds(rng, grid.batch);
-#pragma omp parallel for schedule(dynamic) if (grid.batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;

@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -116,7 +117,7 @@ void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int6
   const int nthreads = B > 1 ? max_threads() : 1;
   std::vector<T> scratch(static_cast<size_t>(2 * Tn * nthreads));
 
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * std::min<int64_t>(w, std::max<int64_t>(grid.in_len, 1))))
   for (int64_t b = 0; b < B; ++b) {
     T* mx = scratch.data() + 2 * Tn * thread_id();
     T* c = mx + Tn;
@@ -153,7 +154,7 @@ void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T*
   const int nthreads = B > 1 ? max_threads() : 1;
   std::vector<T> scratch(static_cast<size_t>(2 * Tn * nthreads));
 
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * std::min<int64_t>(w, std::max<int64_t>(grid.in_len, 1))))
   for (int64_t b = 0; b < B; ++b) {
     T* mx = scratch.data() + 2 * Tn * thread_id();
     T* c = mx + Tn;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -124,7 +125,7 @@ void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid&
   std::vector<T> delta(static_cast<size_t>(std::max<int64_t>(Tn, 1)), T(0));
   delta[0] = T(1);
 
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * U * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     const T* prev = alpha0 ? alpha0 + b * Tn : delta.data();
@@ -167,7 +168,7 @@ void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>*
     grad_alpha0 = scratch.data();
   }
 
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * U * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     T* g = grad_alpha0 + b * Tn;  // carries dL/dalpha[i, :] up the rows
@@ -205,7 +206,7 @@ void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t
   }
   detail::check_probabilities(kName, "p", p, grid);
   detail::check_nonnegative(kName, "alpha_prev", alpha_prev, grid);
-#pragma omp parallel for schedule(static) if (batch * in_len > 4096)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(batch, double(batch) * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t Tb = grid.T_of(b), off = b * in_len;
     row_forward(Tb, p + off, alpha_prev + off, alpha + off);
@@ -229,7 +230,7 @@ void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T*
   }
   detail::check_probabilities(kName, "p", p, grid);
   detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
-#pragma omp parallel for schedule(static) if (batch * in_len > 4096)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(batch, double(batch) * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t Tb = grid.T_of(b), off = b * in_len;
     T* g = grad_alpha_prev + off;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mona/core/conditional_bernoulli.h"
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -50,7 +51,7 @@ void poisson_binomial_log_pmf(const T* logits, T* log_pmf, int64_t batch, int64_
   const Grid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
   if (batch > 0) check_ptr(log_pmf, kName, "log_pmf");
-#pragma omp parallel for schedule(dynamic) if (batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b);
     const T* x = logits + b * in_len;
@@ -72,7 +73,7 @@ void poisson_binomial_moments(const T* logits, T* mean, T* variance, int64_t bat
   const char* kName = "poisson_binomial_moments";
   const Grid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
-#pragma omp parallel for schedule(static) if (batch * in_len > 4096)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(batch, double(batch) * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const T* x = logits + b * in_len;
     T m = 0, v = 0;
@@ -95,7 +96,7 @@ void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob, i
   validate_k(kName, k, g);
   if (batch > 0) check_ptr(log_prob, kName, "log_prob");
   const T neg_inf = -std::numeric_limits<T>::infinity();
-#pragma omp parallel for schedule(dynamic) if (batch > 1)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b), kk = k[b];
     const T* x = logits + b * in_len;

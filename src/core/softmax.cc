@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -34,7 +35,7 @@ void softmax(const T* e, T* w, const Grid& grid) {
   }
   detail::check_finite(kName, "e", e, grid);
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
-#pragma omp parallel for schedule(static) if (B * U * Tn > 16384)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(B, double(B) * U * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     for (int64_t i = 0; i < U; ++i) {
@@ -56,7 +57,7 @@ void softmax_backward(const T* grad_w, const T* w, T* grad_e, const Grid& grid) 
   }
   detail::check_finite(kName, "grad_w", grad_w, grid);
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
-#pragma omp parallel for schedule(static) if (B * U * Tn > 16384)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(B, double(B) * U * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     for (int64_t i = 0; i < U; ++i) {

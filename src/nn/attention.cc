@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "check.h"
@@ -13,6 +14,7 @@
 #include "mona/core/scan.h"
 #include "mona/core/softmax.h"
 #include "mona/nn/functional.h"
+#include "mona/nn/gmm_attention.h"
 
 namespace mona::nn {
 
@@ -33,6 +35,15 @@ void AttentionOptions::validate(const char* who) const {
   TORCH_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
   TORCH_CHECK(threshold > 0 && threshold < 1, who, ": threshold tau must lie in (0, 1), got ",
               threshold);
+  TORCH_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
+  TORCH_CHECK(std::isfinite(gmm_window_radius) && gmm_window_radius > 0, who,
+              ": gmm_window_radius must be finite and > 0, got ", gmm_window_radius);
+  TORCH_CHECK(gmm_window_width >= 1, who, ": gmm_window_width c must be >= 1, got ",
+              gmm_window_width);
+  TORCH_CHECK(std::isfinite(gmm_max_step), who, ": gmm_max_step must be finite, got ",
+              gmm_max_step);
+  TORCH_CHECK(std::isfinite(gmm_min_variance) && gmm_min_variance > 0, who,
+              ": gmm_min_variance must be finite and > 0, got ", gmm_min_variance);
 }
 
 std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions& options,
@@ -52,8 +63,23 @@ std::shared_ptr<Attention> make_attention(const std::string& mechanism,
   if (mechanism == "monotonic") return std::make_shared<MonotonicAttention>(options);
   if (mechanism == "mocha") return std::make_shared<MoChA>(options);
   if (mechanism == "matcha") return std::make_shared<MAtChA>(options);
-  TORCH_CHECK(false, "make_attention: mechanism must be one of soft, monotonic, mocha, matcha; "
-                     "got \"", mechanism, "\"");
+  if (mechanism == "gmm" || mechanism == "sagmm" || mechanism == "sagmm-tr" ||
+      mechanism == "sagmm-fixed") {
+    options.validate("make_attention");
+    GmmAttentionOptions g;
+    g.num_heads = options.num_heads;
+    g.source_aware = mechanism != "gmm";
+    g.max_step = options.gmm_max_step;
+    g.min_variance = options.gmm_min_variance;
+    g.window.radius = options.gmm_window_radius;
+    g.window.width = options.gmm_window_width;
+    g.window.window = mechanism == "sagmm-tr"      ? core::GmmWindow::kAdaptive
+                      : mechanism == "sagmm-fixed" ? core::GmmWindow::kFixed
+                                                   : core::GmmWindow::kNone;
+    return std::make_shared<GmmAttention>(options, g);
+  }
+  TORCH_CHECK(false, "make_attention: mechanism must be one of soft, monotonic, mocha, matcha, "
+                     "gmm, sagmm, sagmm-tr, sagmm-fixed; got \"", mechanism, "\"");
 }
 
 namespace {
@@ -92,6 +118,15 @@ void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
 }
 
 double sigmoid(double e) { return 1.0 / (1.0 + std::exp(-e)); }
+
+// The zero context [n] of an exhausted hard step, in the query's dtype: what
+// torch::zeros({n}, query.options()) returns, without a dispatched fill (a hard step's
+// fixed cost is what bounds its speed).
+at::Tensor zero_context(int64_t n, const at::Tensor& query) {
+  at::Tensor z = at::empty({n}, query.options());
+  std::memset(z.data_ptr(), 0, z.nbytes());
+  return z;
+}
 
 }  // namespace
 
@@ -206,7 +241,7 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
   HardStepOutput out;
   if (state.exhausted) {
     out.status = HardStatus::kExhausted;
-    out.context = torch::zeros({options_.memory_dim}, query.options());
+    out.context = zero_context(options_.memory_dim, query);
     return out;
   }
   core::ScanOptions so;
@@ -218,7 +253,9 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
                              &sample_rng_);
   } else {
     const EnergyScorer scorer = main_energy().scorer(query);
-    const at::Tensor keys = memory.keys();
+    // The key buffer itself (rows [0, size) are the keys), not a narrowed view: no tensor
+    // op per step.
+    const at::Tensor& keys = memory.keys_;
     const int64_t dk = keys.size(1);
     AT_DISPATCH_FLOATING_TYPES(keys.scalar_type(), "hard_scan", [&] {
       const scalar_t* kp = keys.data_ptr<scalar_t>();
@@ -234,6 +271,22 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
       out.index = r.index;
       state.t = r.index;
       state.resume = r.index;
+      if (chunk_energy() == nullptr) {
+        // Plain hard monotonic attention: the context is a copy of h[index] with weight 1.
+        // Made here, from the value buffer and without dispatched tensor ops, because this
+        // is the whole per-step cost besides the energies (what values().select(0,
+        // index).clone() and ones({1}) would return).
+        const at::Tensor& values = memory.values_;
+        const int64_t dh = values.size(1);
+        out.context = at::empty({dh}, values.options());
+        out.weights = at::empty({1}, values.options());
+        out.begin = r.index;
+        AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "hard_context", [&] {
+          const scalar_t* row = values.data_ptr<scalar_t>() + r.index * dh;
+          std::copy(row, row + dh, out.context.data_ptr<scalar_t>());
+          *out.weights.data_ptr<scalar_t>() = scalar_t(1);
+        });
+      }
       break;
     case core::ScanStatus::kNeedMoreInput:
       out.status = HardStatus::kNeedMoreInput;
@@ -242,7 +295,7 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
     case core::ScanStatus::kExhausted:
       out.status = HardStatus::kExhausted;
       state.exhausted = true;
-      out.context = torch::zeros({options_.memory_dim}, query.options());
+      out.context = zero_context(options_.memory_dim, query);
       break;
   }
   return out;
@@ -253,18 +306,20 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   Energy* energy = chunk_energy();
   if (energy == nullptr) energy = &main_energy();
   const EnergyScorer scorer = energy->scorer(query);
-  const at::Tensor keys = energy == chunk_energy() ? memory.chunk_keys() : memory.keys();
-  const at::Tensor values = memory.values();
+  // The buffers themselves (rows [0, size) are valid), not narrowed views: no tensor op.
+  const at::Tensor& keys = energy == chunk_energy() ? memory.chunk_keys_ : memory.keys_;
+  const at::Tensor& values = memory.values_;
   const int64_t n = end - begin + 1, dk = keys.size(1), dh = values.size(1);
   std::vector<double> u(static_cast<size_t>(n)), w(static_cast<size_t>(n));
-  out.context = torch::zeros({dh}, values.options());
-  out.weights = torch::empty({n}, values.options());
+  out.context = at::empty({dh}, values.options());  // zeroed below, without a dispatched op
+  out.weights = at::empty({n}, values.options());
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "chunk_context", [&] {
     const scalar_t* kp = keys.data_ptr<scalar_t>();
     for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
     core::chunk_softmax(u.data(), 0, n - 1, w.data());
     const scalar_t* vp = values.data_ptr<scalar_t>();
     scalar_t* cp = out.context.data_ptr<scalar_t>();
+    std::fill(cp, cp + dh, scalar_t(0));
     scalar_t* wp = out.weights.data_ptr<scalar_t>();
     for (int64_t k = 0; k < n; ++k) {
       const scalar_t wk = static_cast<scalar_t>(w[k]);
@@ -361,13 +416,9 @@ SequenceOutput MonotonicAttention::forward(const at::Tensor& queries, const Memo
 HardStepOutput MonotonicAttention::hard_step(const at::Tensor& query,
                                              const OnlineMemory& memory, HardState& state) {
   check_hard_query(query, memory, options_.query_dim, "MonotonicAttention::hard_step");
-  HardStepOutput out = scan(query, memory, state);
-  if (out.status == HardStatus::kEmitted) {
-    out.context = memory.values().select(0, out.index).clone();
-    out.weights = torch::ones({1}, out.context.options());
-    out.begin = out.index;
-  }
-  return out;
+  // On kEmitted, scan() has set the context h[index], the weight 1 and begin = index
+  // (this mechanism has no chunk energy).
+  return scan(query, memory, state);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -5,6 +5,24 @@
 
 namespace mona::nn {
 
+namespace {
+// The value of a one-element float/double tensor, read without a dispatched op (item()
+// costs a dispatcher round trip, paid once per hard decoding step).
+double scalar_value(const at::Tensor& t) {
+  if (t.numel() == 1 && t.device().is_cpu()) {
+    if (t.scalar_type() == at::kDouble) return *t.data_ptr<double>();
+    if (t.scalar_type() == at::kFloat) return static_cast<double>(*t.data_ptr<float>());
+  }
+  return t.item<double>();
+}
+// A query as a contiguous vector; a 1-D contiguous query is used as is (what reshape and
+// contiguous would return) without dispatching ops.
+at::Tensor flat_query(const at::Tensor& query) {
+  if (query.dim() == 1 && query.is_contiguous()) return query;
+  return query.reshape({-1}).contiguous();
+}
+}  // namespace
+
 void EnergyOptions::validate(const char* who) const {
   TORCH_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
   TORCH_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
@@ -49,7 +67,7 @@ EnergyScorer AdditiveEnergy::scorer(const at::Tensor& query) {
   s.dim = dim_;
   s.query = query_proj(query.reshape({-1})).contiguous();
   s.weight = effective_v().to(s.query.scalar_type()).contiguous();
-  s.offset = monotonic_ ? r.item<double>() : 0.0;
+  s.offset = monotonic_ ? scalar_value(r) : 0.0;
   return s;
 }
 
@@ -72,9 +90,9 @@ EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
   EnergyScorer s;
   s.kind = EnergyScorer::Kind::kDot;
   s.dim = dim_;
-  s.query = query.reshape({-1}).contiguous();
-  s.scale = g.item<double>();
-  s.offset = r.item<double>();
+  s.query = flat_query(query);
+  s.scale = scalar_value(g);
+  s.offset = scalar_value(r);
   return s;
 }
 

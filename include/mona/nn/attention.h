@@ -6,6 +6,8 @@
 //   MoChA                monotonic chunkwise attention, chunk size w (000 eqs. 14-26,
 //                        Algorithm 1)
 //   MAtChA               monotonic adaptive chunkwise attention (000 App. C, eqs. 27-28)
+//   GmmAttention         GMM / SAGMM / SAGMM-tr (003), in mona/nn/gmm_attention.h; its
+//                        step() state is mu [B, H] (per-head means), not an alignment
 //
 // Every mechanism offers three ways to run:
 //   step()     training step for RNN decoders: one query s_{i-1} [B, Dq] against the
@@ -59,6 +61,14 @@ struct AttentionOptions {
   int64_t chunk_size = 4;       ///< w (MoChA)
   double threshold = 0.5;       ///< tau of the hard step (002 sec. 2.5)
   bool sample = false;          ///< hard step samples z ~ Bernoulli(p) instead
+  // GMM family ("gmm", "sagmm", "sagmm-tr", "sagmm-fixed"; mona/nn/gmm_attention.h):
+  int64_t num_heads = 1;           ///< H Gaussians per step, mixed by softmax_h(phi) (003 eq. 8)
+  double gmm_window_radius = 2.0;  ///< sagmm-tr: window |nu - mu| < r sqrt(variance) (eq. 14)
+  int64_t gmm_window_width = 4;    ///< sagmm-fixed: window width c (003 eqs. 17-20)
+  /// Clamp of the step Delta to [0, gmm_max_step] (003 sec. 2.3: 3), applied to every GMM
+  /// mechanism; <= 0: no clamp (003's plain GMM, eqs. 4-5, has none).
+  double gmm_max_step = 3.0;
+  double gmm_min_variance = 1e-4;  ///< floor added to the softplus variance (> 0)
   /// Throws c10::Error naming the field and value when a setting is invalid.
   void validate(const char* who) const;
 };
@@ -111,12 +121,21 @@ class OnlineMemory {
   bool finished_ = false;
 };
 
-/// Where the hard online attention stands: t_{i-1} and, while waiting for input, the
+/// Mechanism-specific online state beyond the scan position (e.g. the GMM family's
+/// per-head means and cursors). Treated as immutable once stored: a hard step replaces
+/// it with a new object, so copying a HardState (beam search) is cheap and copies never
+/// alias mutable data.
+struct HardStateExtension {
+  virtual ~HardStateExtension() = default;
+};
+
+/// Where the hard attention stands: t_{i-1} and, while waiting for input, the
 /// first entry not yet inspected by the current step.
 struct HardState {
   int64_t t = 0;         ///< t_{i-1}: entry chosen at the previous step (t_0 = 0)
   int64_t resume = 0;    ///< where the current step continues its scan
   bool exhausted = false;  ///< ran off the end of a finished input
+  std::shared_ptr<const HardStateExtension> extension;  ///< mechanism-specific, or null
 };
 
 /// What a hard step did.
@@ -161,6 +180,9 @@ class Attention : public torch::nn::Module {
 
   /// Restarts the training-noise and sampling generators from `seed`.
   void reseed_noise(uint64_t seed);
+  /// State of the training-noise generator (saved in checkpoints for exact resumption).
+  at::Tensor noise_state() const { return noise_gen_.get_state(); }
+  void set_noise_state(const at::Tensor& state) { noise_gen_.set_state(state); }
   const AttentionOptions& options() const { return options_; }
   /// Whether hard_step can emit before the input is finished.
   virtual bool is_online() const { return true; }
@@ -251,7 +273,12 @@ class MAtChA : public MonotonicAttention {
   Energy* chunk_energy() override { return chunk.get(); }
 };
 
-/// Builds a mechanism by name: "soft", "monotonic", "mocha", "matcha".
+/// Builds a mechanism by name: "soft", "monotonic", "mocha", "matcha", or the GMM family
+/// of mona/nn/gmm_attention.h (a GmmAttention, options from the gmm_* fields and
+/// num_heads): "gmm" (003 eqs. 4-8, nu_j = j + 1, no window: offline), "sagmm" (source
+/// aware, eqs. 9-12, no window: offline), "sagmm-tr" (source aware, adaptive window of
+/// radius gmm_window_radius, eqs. 14-16: streams) and "sagmm-fixed" (source aware, fixed
+/// window of width gmm_window_width, eqs. 17-20: streams).
 std::shared_ptr<Attention> make_attention(const std::string& mechanism,
                                           const AttentionOptions& options);
 

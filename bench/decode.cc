@@ -1,0 +1,377 @@
+// bench/decode: test-time decoding speed of the attention mechanisms (issue 6), the synthetic
+// setup of 002 Appendix F and 000 Appendix B, run through mona's public online step.
+//
+// Setup. Memory h [T, d] and decoder states s [U, d], entries uniform in [-1, 1], d = 256.
+// Energies are dot products: every energy of the module is a ScaledDotEnergy (g s^T W h + r)
+// whose W is set to the identity, g to 1 and r to 0, so e = s^T h as in the papers. One
+// trial produces all U context vectors of one output sequence: U calls of
+// Attention::hard_step(s_i, memory, state) over a finished OnlineMemory, exactly the calls a
+// streaming decoder makes (SoftAttention::hard_step attends over the whole finished memory;
+// MonotonicAttention and MoChA scan from t_{i-1}). The memory is built once per data set
+// with Attention::extend (its keys W h are one GEMM, identical for every mechanism, timed
+// separately as "extend"); each point cycles through a pool of independent data sets.
+//
+// Also timed in the same run (roofline probes):
+//   probe/dot:  one d-dimensional dot product in a tight loop over a cache-resident memory,
+//               compiled with the same flags as mona (what one inspected entry must cost);
+//   probe/gemm: the same dot products as one large GEMM (ATen/OpenBLAS), the machine's
+//               attainable arithmetic throughput;
+//   probe/alloc, probe/view: one at::empty of d values and one OnlineMemory::values() view,
+//               the fixed per-step price of a step that returns tensors.
+//
+// Usage: mona_bench_decode [--quick] [--csv=FILE] [--threads=N] [--reps=N]
+//                          [google-benchmark flags]
+// The CSV has one row per point (minimum over repetitions of the mean over trials).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mona/nn/attention.h"
+#include "mona/nn/energy.h"
+
+namespace {
+
+using mona::nn::Attention;
+using mona::nn::HardState;
+using mona::nn::HardStatus;
+using mona::nn::OnlineMemory;
+
+constexpr int64_t kDim = 256;
+
+struct Config {
+  bool quick = false;
+  int threads = 1;
+  int reps = 3;
+  std::string csv = "decode.csv";
+};
+Config g_config;
+
+/// What a registered benchmark measures (the CSV row's key columns).
+struct Point {
+  std::string kind;       // "grid" | "scaling" | "extend" | "probe"
+  std::string mechanism;  // soft | monotonic | mocha | dot | gemm
+  int64_t w = 0;          // chunk size (MoChA), 1 for monotonic, 0 for soft
+  at::ScalarType dtype = at::kDouble;
+  int64_t T = 0, U = 0;
+  int64_t trials = 0;
+  int reps = 0;  // repetitions actually run (set by add)
+};
+std::map<std::string, Point> g_points;
+
+const char* dtype_name(at::ScalarType t) { return t == at::kDouble ? "float64" : "float32"; }
+
+/// A mechanism with dot-product energies e = s^T h (W = I, g = 1, r = 0), in eval mode.
+std::shared_ptr<Attention> make_mechanism(const std::string& mechanism, int64_t w,
+                                          at::ScalarType dtype) {
+  mona::nn::AttentionOptions o;
+  o.query_dim = kDim;
+  o.memory_dim = kDim;
+  o.energy = "dot";
+  o.monotonic_energy = "dot";
+  o.chunk_size = std::max<int64_t>(w, 1);
+  o.noise_std = 0.0;
+  o.threshold = 0.5;
+  auto att = mona::nn::make_attention(mechanism, o);
+  att->to(dtype);
+  att->eval();
+  torch::NoGradGuard no_grad;
+  for (const auto& m : att->modules(/*include_self=*/false)) {
+    if (auto* e = dynamic_cast<mona::nn::ScaledDotEnergy*>(m.get())) {
+      e->memory_proj->weight.copy_(at::eye(kDim, at::TensorOptions().dtype(dtype)));
+      e->g.fill_(1.0);
+      e->r.fill_(0.0);
+    }
+  }
+  return att;
+}
+
+/// One synthetic data set: a finished memory of T frames and U query rows.
+struct DataSet {
+  OnlineMemory memory;
+  std::vector<at::Tensor> queries;
+};
+
+std::vector<DataSet> make_pool(Attention& att, int64_t T, int64_t U, at::ScalarType dtype,
+                               int64_t n, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<DataSet> pool(static_cast<size_t>(n));
+  const auto opt = at::TensorOptions().dtype(dtype);
+  for (auto& ds : pool) {
+    at::Tensor h = at::rand({T, kDim}, opt) * 2 - 1;
+    at::Tensor s = at::rand({U, kDim}, opt) * 2 - 1;
+    att.extend(ds.memory, h);
+    ds.memory.finish();
+    for (int64_t i = 0; i < U; ++i) ds.queries.push_back(s.select(0, i));
+  }
+  return pool;
+}
+
+int64_t pool_size(int64_t T) { return T <= 1000 ? 10 : 2; }
+
+/// The decode benchmark: one iteration = one trial = U hard steps.
+void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::ScalarType dtype,
+               int64_t T, int64_t U) {
+  auto att = make_mechanism(mechanism, w, dtype);
+  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T),
+                        1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
+  torch::NoGradGuard no_grad;
+  int64_t inspected = 0, emitted = 0, trials = 0;
+  size_t k = 0;
+  for (auto _ : st) {
+    DataSet& ds = pool[k];
+    k = (k + 1) % pool.size();
+    HardState state;
+    for (int64_t i = 0; i < U; ++i) {
+      const mona::nn::HardStepOutput out = att->hard_step(ds.queries[i], ds.memory, state);
+      inspected += out.monotonic_energies + out.chunk_energies;
+      emitted += out.status == HardStatus::kEmitted;
+      benchmark::DoNotOptimize(out.context.data_ptr());
+    }
+    ++trials;
+  }
+  st.counters["inspected"] = static_cast<double>(inspected) / static_cast<double>(trials);
+  st.counters["emitted"] = static_cast<double>(emitted) / static_cast<double>(trials);
+}
+
+/// Attention::extend of T frames (keys W h; the same for every mechanism).
+void bm_extend(benchmark::State& st, at::ScalarType dtype, int64_t T) {
+  auto att = make_mechanism("monotonic", 1, dtype);
+  torch::manual_seed(7);
+  at::Tensor h = at::rand({T, kDim}, at::TensorOptions().dtype(dtype)) * 2 - 1;
+  OnlineMemory mem;
+  for (auto _ : st) {
+    mem.reset();
+    att->extend(mem, h);
+    benchmark::DoNotOptimize(mem.size());
+  }
+}
+
+/// Tight dot-product loop: n dot products of a query with the rows of a [n, d] memory.
+template <class S>
+__attribute__((noinline)) S dot_rows(const S* q, const S* h, int64_t n, int64_t d, S* out) {
+  S total = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const S* row = h + j * d;
+    S acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t k = 0; k < d; ++k) acc += q[k] * row[k];
+    out[j] = acc;
+    total += acc;
+  }
+  return total;
+}
+
+void bm_probe_dot(benchmark::State& st, at::ScalarType dtype) {
+  const int64_t n = 256;  // 256 x 256 doubles = 512 KiB: L2-resident, like a decode memory
+  torch::manual_seed(3);
+  const auto opt = at::TensorOptions().dtype(dtype);
+  at::Tensor h = at::rand({n, kDim}, opt) * 2 - 1, q = at::rand({kDim}, opt) * 2 - 1;
+  at::Tensor out = at::empty({n}, opt);
+  AT_DISPATCH_FLOATING_TYPES(dtype, "probe_dot", [&] {
+    for (auto _ : st) {
+      benchmark::DoNotOptimize(dot_rows<scalar_t>(q.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
+                                                  n, kDim, out.data_ptr<scalar_t>()));
+    }
+  });
+  st.counters["dots"] = static_cast<double>(n);
+}
+
+void bm_probe_gemm(benchmark::State& st, at::ScalarType dtype) {
+  const int64_t n = 1024;
+  torch::manual_seed(4);
+  const auto opt = at::TensorOptions().dtype(dtype);
+  at::Tensor a = at::rand({n, kDim}, opt), b = at::rand({kDim, n}, opt), c = at::empty({n, n}, opt);
+  for (auto _ : st) {
+    at::mm_out(c, a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  st.counters["dots"] = static_cast<double>(n * n);
+}
+
+/// The per-step floor of a tensor-returning step: one tensor allocation (at::empty of d
+/// values; a hard step makes two, context and weights) and one narrowed view of the memory
+/// (OnlineMemory::values(), made once per step by the argument checks).
+void bm_probe_alloc(benchmark::State& st, at::ScalarType dtype) {
+  for (auto _ : st) {
+    at::Tensor t = at::empty({kDim}, at::TensorOptions().dtype(dtype));
+    benchmark::DoNotOptimize(t.data_ptr());
+  }
+  st.counters["dots"] = 1;
+}
+
+void bm_probe_view(benchmark::State& st, at::ScalarType dtype) {
+  auto att = make_mechanism("monotonic", 1, dtype);
+  auto pool = make_pool(*att, 100, 1, dtype, 1, 5);
+  torch::NoGradGuard no_grad;
+  for (auto _ : st) {
+    at::Tensor v = pool[0].memory.values();
+    benchmark::DoNotOptimize(v.data_ptr());
+  }
+  st.counters["dots"] = 1;
+}
+
+void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
+  b->Iterations(p.trials)->Unit(benchmark::kMicrosecond);
+  // A single-trial point (soft attention at T = U = 10000, tens of seconds) runs once.
+  p.reps = p.trials == 1 ? 1 : g_config.reps;
+  if (p.reps > 1) b->Repetitions(p.reps)->ReportAggregatesOnly(true)->ComputeStatistics(
+        "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+  g_points[name] = p;
+}
+
+void register_all() {
+  const bool q = g_config.quick;
+  const std::vector<at::ScalarType> dtypes = {at::kDouble, at::kFloat};
+  struct Mech {
+    std::string name;
+    int64_t w;
+  };
+  const std::vector<Mech> mechs = {{"soft", 0}, {"monotonic", 1}, {"mocha", 2}, {"mocha", 4},
+                                   {"mocha", 8}};
+  auto label = [](const Mech& m) {
+    return m.name == "mocha" ? "mocha_w" + std::to_string(m.w) : m.name;
+  };
+  for (auto dt : dtypes) {
+    const std::string dn = dtype_name(dt);
+    // Roofline probes first, so that they run next to the points they normalise.
+    {
+      const std::string name = "probe/dot/" + dn;
+      add(name, Point{"probe", "dot", 0, dt, 256, 1, q ? 100 : 20000},
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt));
+    }
+    {
+      const std::string name = "probe/gemm/" + dn;
+      add(name, Point{"probe", "gemm", 0, dt, 1024, 1024, q ? 2 : 50},
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_gemm, dt));
+    }
+    {
+      const std::string name = "probe/alloc/" + dn;
+      add(name, Point{"probe", "alloc", 0, dt, 1, 1, q ? 100 : 200000},
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_alloc, dt));
+    }
+    {
+      const std::string name = "probe/view/" + dn;
+      add(name, Point{"probe", "view", 0, dt, 1, 1, q ? 100 : 200000},
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_view, dt));
+    }
+    // The T x U grid of the papers (T = U is its diagonal).
+    const std::vector<int64_t> sizes =
+        q ? std::vector<int64_t>{10, 20}
+          : std::vector<int64_t>{10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+    for (const auto& m : mechs) {
+      for (int64_t T : sizes) {
+        for (int64_t U : sizes) {
+          const std::string name = "grid/" + label(m) + "/" + dn + "/T:" + std::to_string(T) +
+                                   "/U:" + std::to_string(U);
+          add(name, Point{"grid", m.name, m.w, dt, T, U, q ? 3 : 100},
+              benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, T, U));
+        }
+      }
+    }
+    // Scaling sweep T = U in {100, 1000, 10000}.
+    const std::vector<int64_t> big =
+        q ? std::vector<int64_t>{100} : std::vector<int64_t>{100, 1000, 10000};
+    for (const auto& m : mechs) {
+      for (int64_t n : big) {
+        int64_t trials = n <= 100 ? 100 : n <= 1000 ? 20 : 3;
+        if (m.name == "soft") trials = n <= 100 ? 100 : n <= 1000 ? 5 : 1;
+        if (q) trials = 2;
+        const std::string name = "scaling/" + label(m) + "/" + dn + "/T=U:" + std::to_string(n);
+        add(name, Point{"scaling", m.name, m.w, dt, n, n, trials},
+            benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, n, n));
+      }
+    }
+    for (int64_t n : big) {
+      const std::string name = "extend/" + dn + "/T:" + std::to_string(n);
+      add(name, Point{"extend", "extend", 0, dt, n, 0, q ? 2 : (n <= 1000 ? 50 : 5)},
+          benchmark::RegisterBenchmark(name.c_str(), bm_extend, dt, n));
+    }
+  }
+}
+
+/// Console output as usual, plus the rows of the CSV.
+class CsvReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Row {
+    Point point;
+    double cpu_ns = 0, real_ns = 0;  // per iteration
+    double inspected = 0, emitted = 0, dots = 0;
+  };
+  std::vector<Row> rows;
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      const auto it = g_points.find(r.run_name.function_name);
+      if (it == g_points.end()) continue;
+      const bool single = it->second.reps <= 1;
+      if (single ? r.run_type != Run::RT_Iteration
+                 : !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min"))
+        continue;
+      Row row;
+      row.point = it->second;
+      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
+      row.cpu_ns = r.GetAdjustedCPUTime() * to_ns;
+      row.real_ns = r.GetAdjustedRealTime() * to_ns;
+      auto counter = [&](const char* k) {
+        auto c = r.counters.find(k);
+        return c == r.counters.end() ? 0.0 : static_cast<double>(c->second);
+      };
+      row.inspected = counter("inspected");
+      row.emitted = counter("emitted");
+      row.dots = counter("dots");
+      rows.push_back(row);
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") g_config.quick = true;
+    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
+    else if (a.rfind("--threads=", 0) == 0) g_config.threads = std::stoi(a.substr(10));
+    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
+    else rest.push_back(argv[i]);
+  }
+  if (g_config.quick) g_config.reps = 1;
+  at::set_num_threads(g_config.threads);
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  register_all();
+  CsvReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::ofstream csv(g_config.csv);
+  if (!csv) {
+    std::fprintf(stderr, "mona_bench_decode: cannot write %s\n", g_config.csv.c_str());
+    return 1;
+  }
+  csv << "kind,mechanism,w,dtype,T,U,d,threads,trials,reps,cpu_ns,real_ns,inspected,emitted,"
+         "dots\n";
+  for (const auto& r : reporter.rows) {
+    const Point& p = r.point;
+    csv << p.kind << ',' << p.mechanism << ',' << p.w << ',' << dtype_name(p.dtype) << ','
+        << p.T << ',' << p.U << ',' << kDim << ',' << g_config.threads << ',' << p.trials << ','
+        << p.reps << ',' << r.cpu_ns << ',' << r.real_ns << ',' << r.inspected << ','
+        << r.emitted << ',' << r.dots << '\n';
+  }
+  std::printf("mona_bench_decode: wrote %zu rows to %s\n", reporter.rows.size(),
+              g_config.csv.c_str());
+  return 0;
+}

@@ -1,0 +1,759 @@
+// bench/report: turns the CSVs of mona_bench_decode and mona_bench_train into
+// docs/benchmarks.md (tables and a reading against the targets) and PNG plots drawn
+// with cairo. Called by run-benchmarks; no torch.
+//
+// Usage: mona_bench_report --decode=FILE --train=FILE --machine=FILE --md=FILE --png-dir=DIR
+//                          [--png-link=PREFIX]
+// `machine` holds key=value lines (cpu, caches, threads, load_before, load_after, command,
+// date, ...) written by run-benchmarks.
+#include <cairo/cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// CSV
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  int col(const std::string& name) const {
+    for (size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return static_cast<int>(i);
+    std::fprintf(stderr, "mona_bench_report: no column %s\n", name.c_str());
+    std::exit(1);
+  }
+};
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, sep)) out.push_back(cell);
+  return out;
+}
+
+Table read_csv(const std::string& path) {
+  Table t;
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "mona_bench_report: cannot read %s\n", path.c_str());
+    std::exit(1);
+  }
+  std::string line;
+  if (std::getline(in, line)) t.header = split(line, ',');
+  while (std::getline(in, line))
+    if (!line.empty()) t.rows.push_back(split(line, ','));
+  return t;
+}
+
+std::map<std::string, std::string> read_kv(const std::string& path) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+// ---------------------------------------------------------------------------------------
+// Decode results
+
+struct DecodeRow {
+  std::string kind, mech, dtype;
+  int64_t w = 0, T = 0, U = 0;
+  double ns = 0, inspected = 0, emitted = 0, dots = 0;
+  std::string label() const {
+    return mech == "mocha" ? "MoChA w=" + std::to_string(w)
+           : mech == "soft" ? "soft" : mech == "monotonic" ? "monotonic" : mech;
+  }
+};
+
+std::vector<DecodeRow> g_decode;
+
+const DecodeRow* find_decode(const std::string& kind, const std::string& mech, int64_t w,
+                             const std::string& dtype, int64_t T, int64_t U) {
+  for (const auto& r : g_decode)
+    if (r.kind == kind && r.mech == mech && (mech != "mocha" || r.w == w) && r.dtype == dtype &&
+        r.T == T && r.U == U)
+      return &r;
+  return nullptr;
+}
+
+double decode_ns(const std::string& kind, const std::string& mech, int64_t w,
+                 const std::string& dtype, int64_t T, int64_t U) {
+  const DecodeRow* r = find_decode(kind, mech, w, dtype, T, U);
+  return r ? r->ns : NAN;
+}
+
+struct Mech {
+  std::string mech;
+  int64_t w;
+  std::string label;
+};
+const std::vector<Mech> kMechs = {{"soft", 0, "soft"},
+                                  {"monotonic", 1, "monotonic"},
+                                  {"mocha", 2, "MoChA w=2"},
+                                  {"mocha", 4, "MoChA w=4"},
+                                  {"mocha", 8, "MoChA w=8"}};
+
+// ---------------------------------------------------------------------------------------
+// Plotting
+
+struct Color {
+  double r, g, b;
+};
+const std::vector<Color> kColors = {{0.80, 0.15, 0.15}, {0.10, 0.35, 0.75}, {0.10, 0.60, 0.30},
+                                    {0.85, 0.55, 0.05}, {0.50, 0.25, 0.65}};
+
+struct Series {
+  std::string label;
+  std::vector<double> x, y;
+  Color color;
+  bool dashed = false;
+};
+
+std::string fmt(double v, int prec = 3) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+void text(cairo_t* cr, double x, double y, const std::string& s, double size, double ax = 0,
+          double ay = 0, bool bold = false) {
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  cairo_move_to(cr, x - ax * e.width - e.x_bearing, y + ay * e.height);
+  cairo_show_text(cr, s.c_str());
+}
+
+/// A line chart in the box (x0, y0, w, h) of the surface.
+void line_chart(cairo_t* cr, double x0, double y0, double w, double h, const std::string& title,
+                const std::string& xlabel, const std::string& ylabel,
+                const std::vector<Series>& series, bool logx, bool logy) {
+  const double L = x0 + 80, R = x0 + w - 20, Tp = y0 + 40, B = y0 + h - 55;
+  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  for (const auto& s : series)
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (logy && s.y[i] <= 0)) continue;
+      xmin = std::min(xmin, s.x[i]);
+      xmax = std::max(xmax, s.x[i]);
+      ymin = std::min(ymin, s.y[i]);
+      ymax = std::max(ymax, s.y[i]);
+    }
+  if (!std::isfinite(xmin)) return;
+  auto tx = [&](double v) { return logx ? std::log10(v) : v; };
+  auto ty = [&](double v) { return logy ? std::log10(v) : v; };
+  double X0 = tx(xmin), X1 = tx(xmax), Y0 = ty(ymin), Y1 = ty(ymax);
+  if (logy) {
+    Y0 = std::floor(Y0);
+    Y1 = std::ceil(Y1);
+  } else {
+    Y0 = 0;
+    Y1 *= 1.08;
+  }
+  if (logx) {
+    X0 = std::floor(X0);
+    X1 = std::ceil(X1);
+  } else {
+    X0 = 0;
+  }
+  if (X1 <= X0) X1 = X0 + 1;
+  if (Y1 <= Y0) Y1 = Y0 + 1;
+  auto px = [&](double v) { return L + (tx(v) - X0) / (X1 - X0) * (R - L); };
+  auto py = [&](double v) { return B - (ty(v) - Y0) / (Y1 - Y0) * (B - Tp); };
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  text(cr, (L + R) / 2, y0 + 22, title, 17, 0.5, 0, true);
+  // grid and ticks
+  cairo_set_line_width(cr, 1);
+  std::vector<double> yt, xt;
+  if (logy) {
+    for (double e = Y0; e <= Y1 + 1e-9; e += 1) yt.push_back(std::pow(10, e));
+  } else {
+    const double step = std::pow(10, std::floor(std::log10((Y1 - Y0) / 4)));
+    double st = step;
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+      if ((Y1 - Y0) / (step * m) <= 7) {
+        st = step * m;
+        break;
+      }
+    for (double v = 0; v <= Y1 + 1e-12; v += st) yt.push_back(v);
+  }
+  if (logx) {
+    for (double e = X0; e <= X1 + 1e-9; e += 1) xt.push_back(std::pow(10, e));
+  } else {
+    for (const auto& s : series)
+      for (size_t i = 0; i < s.x.size(); ++i)
+        if (std::isfinite(s.y[i]) && std::find(xt.begin(), xt.end(), s.x[i]) == xt.end())
+          xt.push_back(s.x[i]);
+  }
+  for (double v : yt) {
+    cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+    cairo_move_to(cr, L, py(v));
+    cairo_line_to(cr, R, py(v));
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text(cr, L - 6, py(v), logy ? "1e" + fmt(std::log10(v)) : fmt(v), 13, 1, 0.4);
+  }
+  for (double v : xt) {
+    cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+    cairo_move_to(cr, px(v), Tp);
+    cairo_line_to(cr, px(v), B);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text(cr, px(v), B + 18, fmt(v, 6), 13, 0.5, 0);
+  }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  cairo_rectangle(cr, L, Tp, R - L, B - Tp);
+  cairo_stroke(cr);
+  text(cr, (L + R) / 2, B + 42, xlabel, 14, 0.5, 0);
+  cairo_save(cr);
+  cairo_translate(cr, x0 + 18, (Tp + B) / 2);
+  cairo_rotate(cr, -M_PI / 2);
+  text(cr, 0, 0, ylabel, 14, 0.5, 0);
+  cairo_restore(cr);
+  // series
+  for (const auto& s : series) {
+    cairo_set_source_rgb(cr, s.color.r, s.color.g, s.color.b);
+    cairo_set_line_width(cr, 2.5);
+    if (s.dashed) {
+      const double d[] = {7, 5};
+      cairo_set_dash(cr, d, 2, 0);
+    }
+    bool started = false;
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (logy && s.y[i] <= 0)) continue;
+      if (!started) cairo_move_to(cr, px(s.x[i]), py(s.y[i]));
+      else cairo_line_to(cr, px(s.x[i]), py(s.y[i]));
+      started = true;
+    }
+    cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (logy && s.y[i] <= 0)) continue;
+      cairo_arc(cr, px(s.x[i]), py(s.y[i]), 3.5, 0, 2 * M_PI);
+      cairo_fill(cr);
+    }
+  }
+  // legend (top left inside the axes)
+  double ly = Tp + 18;
+  for (const auto& s : series) {
+    cairo_set_source_rgb(cr, s.color.r, s.color.g, s.color.b);
+    cairo_set_line_width(cr, 2.5);
+    if (s.dashed) {
+      const double d[] = {7, 5};
+      cairo_set_dash(cr, d, 2, 0);
+    }
+    cairo_move_to(cr, L + 12, ly);
+    cairo_line_to(cr, L + 40, ly);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text(cr, L + 46, ly, s.label, 13, 0, 0.4);
+    ly += 19;
+  }
+}
+
+bool write_png(cairo_surface_t* surf, const std::string& path) {
+  if (cairo_surface_write_to_png(surf, path.c_str()) != CAIRO_STATUS_SUCCESS) {
+    std::fprintf(stderr, "mona_bench_report: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+cairo_t* white(cairo_surface_t* s) {
+  cairo_t* cr = cairo_create(s);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  return cr;
+}
+
+const std::vector<int64_t> kSizes = {10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+
+/// Figure 3 analogue: time per output sequence against T = U, one panel per dtype.
+void plot_times(const std::string& path) {
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1400, 560);
+  cairo_t* cr = white(s);
+  int panel = 0;
+  for (const std::string dt : {"float64", "float32"}) {
+    std::vector<Series> series;
+    for (size_t m = 0; m < kMechs.size(); ++m) {
+      Series se{kMechs[m].label, {}, {}, kColors[m]};
+      for (int64_t n : kSizes) {
+        se.x.push_back(static_cast<double>(n));
+        se.y.push_back(decode_ns("grid", kMechs[m].mech, kMechs[m].w, dt, n, n) / 1e3);
+      }
+      series.push_back(se);
+    }
+    line_chart(cr, 700.0 * panel, 0, 700, 560, "Decoding time, " + dt + ", d = 256",
+               "T = U", "time per output sequence (us, log scale)", series, false, true);
+    ++panel;
+  }
+  write_png(s, path);
+  cairo_destroy(cr);
+  cairo_surface_destroy(s);
+}
+
+/// Figure 8 analogue: speedup of hard monotonic attention over soft attention on the grid.
+void plot_heatmap(const std::string& path, const std::string& mech, int64_t w,
+                  const std::string& dt, const std::string& title) {
+  const int cell = 62, L = 90, Tp = 60;
+  const int W = L + cell * 10 + 150, H = Tp + cell * 10 + 70;
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
+  cairo_t* cr = white(s);
+  double lo = INFINITY, hi = -INFINITY;
+  std::vector<std::vector<double>> v(10, std::vector<double>(10, NAN));
+  for (int a = 0; a < 10; ++a)
+    for (int b = 0; b < 10; ++b) {
+      const double soft = decode_ns("grid", "soft", 0, dt, kSizes[a], kSizes[b]);
+      const double x = decode_ns("grid", mech, w, dt, kSizes[a], kSizes[b]);
+      v[a][b] = soft / x;
+      if (std::isfinite(v[a][b])) {
+        lo = std::min(lo, v[a][b]);
+        hi = std::max(hi, v[a][b]);
+      }
+    }
+  auto colour = [&](double x) {
+    const double t = std::clamp((std::log(x) - std::log(lo)) / std::max(1e-9, std::log(hi) - std::log(lo)), 0.0, 1.0);
+    return Color{0.98 - 0.75 * t, 0.96 - 0.55 * t, 0.90 - 0.25 * t};
+  };
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  text(cr, W / 2.0, 30, title, 17, 0.5, 0, true);
+  for (int a = 0; a < 10; ++a)      // T along x
+    for (int b = 0; b < 10; ++b) {  // U along y, growing upwards
+      const double x = L + a * cell, y = Tp + (9 - b) * cell;
+      if (std::isfinite(v[a][b])) {
+        const Color c = colour(v[a][b]);
+        cairo_set_source_rgb(cr, c.r, c.g, c.b);
+      } else {
+        cairo_set_source_rgb(cr, 0.8, 0.8, 0.8);
+      }
+      cairo_rectangle(cr, x, y, cell - 1, cell - 1);
+      cairo_fill(cr);
+      const double lum = std::isfinite(v[a][b]) ? colour(v[a][b]).g : 1;
+      cairo_set_source_rgb(cr, lum < 0.6 ? 1 : 0, lum < 0.6 ? 1 : 0, lum < 0.6 ? 1 : 0);
+      text(cr, x + cell / 2.0, y + cell / 2.0, fmt(v[a][b], 3), 14, 0.5, 0.4);
+    }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  for (int a = 0; a < 10; ++a) {
+    text(cr, L + a * cell + cell / 2.0, Tp + 10 * cell + 20, std::to_string(kSizes[a]), 13, 0.5, 0);
+    text(cr, L - 8, Tp + (9 - a) * cell + cell / 2.0, std::to_string(kSizes[a]), 13, 1, 0.4);
+  }
+  text(cr, L + 5 * cell, Tp + 10 * cell + 48, "input length T", 14, 0.5, 0);
+  cairo_save(cr);
+  cairo_translate(cr, 25, Tp + 5 * cell);
+  cairo_rotate(cr, -M_PI / 2);
+  text(cr, 0, 0, "output length U", 14, 0.5, 0);
+  cairo_restore(cr);
+  // colour bar
+  const double bx = L + 10 * cell + 30, by = Tp, bh = 10 * cell;
+  for (int i = 0; i < 100; ++i) {
+    const double x = std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / 99.0);
+    const Color c = colour(x);
+    cairo_set_source_rgb(cr, c.r, c.g, c.b);
+    cairo_rectangle(cr, bx, by + bh - (i + 1) * bh / 100.0, 24, bh / 100.0 + 1);
+    cairo_fill(cr);
+  }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  text(cr, bx + 30, by + bh, fmt(lo, 3) + "x", 13, 0, 0);
+  text(cr, bx + 30, by + 10, fmt(hi, 3) + "x", 13, 0, 0);
+  text(cr, bx, by - 12, "speedup", 13, 0, 0);
+  write_png(s, path);
+  cairo_destroy(cr);
+  cairo_surface_destroy(s);
+}
+
+/// Scaling sweep, log-log, both dtypes.
+void plot_scaling(const std::string& path) {
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 900, 620);
+  cairo_t* cr = white(s);
+  std::vector<Series> series;
+  for (size_t m = 0; m < kMechs.size(); ++m)
+    for (const std::string dt : {"float64", "float32"}) {
+      Series se{kMechs[m].label + " (" + dt + ")", {}, {}, kColors[m], dt == "float32"};
+      for (int64_t n : {100, 1000, 10000}) {
+        const double v = decode_ns("scaling", kMechs[m].mech, kMechs[m].w, dt, n, n);
+        if (!std::isfinite(v)) continue;
+        se.x.push_back(static_cast<double>(n));
+        se.y.push_back(v / 1e3);
+      }
+      if (!se.x.empty()) series.push_back(se);
+    }
+  line_chart(cr, 0, 0, 900, 620, "Scaling: T = U, d = 256 (solid float64, dashed float32)",
+             "T = U (log scale)", "time per output sequence (us, log scale)", series, true, true);
+  write_png(s, path);
+  cairo_destroy(cr);
+  cairo_surface_destroy(s);
+}
+
+// ---------------------------------------------------------------------------------------
+// Train results
+
+struct TrainRow {
+  std::string op, impl, which;
+  int64_t B = 0, U = 0, T = 0;
+  double ns = 0, bytes = 0, gbps = 0, err_out = 0, err_grad = 0, ref_out = 0, ref_grad = 0;
+  int64_t nonfinite = 0;
+};
+std::vector<TrainRow> g_train;
+
+const TrainRow* find_train(const std::string& op, const std::string& impl, const std::string& which,
+                           int64_t B, int64_t U, int64_t T) {
+  for (const auto& r : g_train)
+    if (r.op == op && r.impl == impl && r.which == which && r.B == B && r.U == U && r.T == T)
+      return &r;
+  return nullptr;
+}
+
+std::string err_cell(double e, int64_t nonfinite) {
+  std::string s = fmt(e, 2);
+  if (nonfinite > 0) s += " (" + std::to_string(nonfinite) + " non-finite)";
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> arg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) arg[a.substr(2, eq - 2)] = a.substr(eq + 1);
+  }
+  for (const char* k : {"decode", "train", "machine", "md", "png-dir"}) {
+    if (!arg.count(k)) {
+      std::fprintf(stderr, "mona_bench_report: missing --%s=...\n", k);
+      return 2;
+    }
+  }
+  const std::string link = arg.count("png-link") ? arg["png-link"] : "bench/";
+  auto machine = read_kv(arg["machine"]);
+
+  {
+    const Table t = read_csv(arg["decode"]);
+    const int ck = t.col("kind"), cm = t.col("mechanism"), cw = t.col("w"), cd = t.col("dtype"),
+              cT = t.col("T"), cU = t.col("U"), cns = t.col("cpu_ns"), ci = t.col("inspected"),
+              ce = t.col("emitted"), cdots = t.col("dots");
+    for (const auto& r : t.rows) {
+      DecodeRow d;
+      d.kind = r[ck];
+      d.mech = r[cm];
+      d.w = std::stoll(r[cw]);
+      d.dtype = r[cd];
+      d.T = std::stoll(r[cT]);
+      d.U = std::stoll(r[cU]);
+      d.ns = std::stod(r[cns]);
+      d.inspected = std::stod(r[ci]);
+      d.emitted = std::stod(r[ce]);
+      d.dots = std::stod(r[cdots]);
+      g_decode.push_back(d);
+    }
+  }
+  {
+    const Table t = read_csv(arg["train"]);
+    const int co = t.col("op"), ci = t.col("impl"), cc = t.col("case"), cB = t.col("B"),
+              cU = t.col("U"), cT = t.col("T"), cns = t.col("cpu_ns"), cb = t.col("bytes"),
+              cg = t.col("GBps"), ceo = t.col("err_out"), ceg = t.col("err_grad"),
+              cnf = t.col("nonfinite"), cro = t.col("ref_max_out"), crg = t.col("ref_max_grad");
+    for (const auto& r : t.rows) {
+      TrainRow x;
+      x.op = r[co];
+      x.impl = r[ci];
+      x.which = r[cc];
+      x.B = std::stoll(r[cB]);
+      x.U = std::stoll(r[cU]);
+      x.T = std::stoll(r[cT]);
+      x.ns = std::stod(r[cns]);
+      x.bytes = std::stod(r[cb]);
+      x.gbps = std::stod(r[cg]);
+      x.err_out = std::stod(r[ceo]);
+      x.err_grad = std::stod(r[ceg]);
+      x.nonfinite = std::stoll(r[cnf]);
+      x.ref_out = std::stod(r[cro]);
+      x.ref_grad = std::stod(r[crg]);
+      g_train.push_back(x);
+    }
+  }
+
+  // Which sizes are present (the quick mode runs smaller ones).
+  std::vector<int64_t> diag;
+  for (int64_t n : kSizes)
+    if (std::isfinite(decode_ns("grid", "soft", 0, "float64", n, n))) diag.push_back(n);
+  const int64_t nmax = diag.empty() ? 0 : diag.back();
+
+  const std::string png = arg["png-dir"];
+  plot_times(png + "/decode_time.png");
+  plot_heatmap(png + "/decode_speedup_grid.png", "monotonic", 1, "float64",
+               "Speedup of hard monotonic over soft attention (float64, d = 256)");
+  plot_heatmap(png + "/decode_speedup_grid_mocha_w4.png", "mocha", 4, "float64",
+               "Speedup of MoChA (w = 4) over soft attention (float64, d = 256)");
+  plot_scaling(png + "/decode_scaling.png");
+
+  std::ofstream md(arg["md"]);
+  auto line = [&](const std::string& s = "") { md << s << "\n"; };
+
+  line("# Benchmarks");
+  line();
+  line("Generated by `make bench` (bench/run-benchmarks → `mona_bench_decode`, `mona_bench_train`,"
+       " `mona_bench_report`); do not edit by hand, re-run it. Every speed claim below is a ratio of"
+       " two timings taken in the same run. Raw numbers: [decode.csv](" + link + "decode.csv) (including"
+       " the full T x U grid), [train.csv](" + link + "train.csv).");
+  line();
+  line("## Machine and run");
+  line();
+  for (const char* k : {"date", "command", "cpu", "cores", "caches", "memory", "threads",
+                        "load_before", "load_after", "compiler", "libtorch", "mode"}) {
+    if (machine.count(k)) line("- " + std::string(k) + ": " + machine[k]);
+  }
+  line("- times are CPU time of the benchmarking process (google-benchmark): the mean over the "
+       "trials of one repetition, the minimum over 3 repetitions (other jobs on the shared "
+       "machine only ever add time); wall time is noisier.");
+  line();
+
+  // ------------------------------------------------------------------ decode
+  line("## Decoding (bench/decode)");
+  line();
+  line("Synthetic setup of 002 Appendix F / 000 Appendix B: memory h [T, d] and decoder states"
+       " s [U, d] uniform in [-1, 1], d = 256; one trial produces the U context vectors of one"
+       " output sequence. Every mechanism runs through `Attention::hard_step` over a finished"
+       " `OnlineMemory` (built by `Attention::extend`), the public online step a streaming decoder"
+       " calls. Dot-product energy: the modules use `ScaledDotEnergy` (g s^T W h + r) with W set to"
+       " the identity, g = 1 and r = 0, so e = s^T h. Hard decisions use the threshold 0.5"
+       " (p >= 0.5, i.e. e >= 0). Monotonic attention is `MonotonicAttention` (MoChA with w = 1"
+       " in 000's terms). Each point cycles through independent random data sets; the memory's"
+       " keys (the W h GEMM, equal for every mechanism and absent from the papers' dot energy)"
+       " are computed outside the timed loop and timed on their own below.");
+  line();
+  for (const std::string dt : {"float64", "float32"}) {
+    line("### T = U, " + dt + ": time per output sequence (us) and speedup over soft attention");
+    line();
+    std::string h = "| T = U |", sep = "|---|";
+    for (const auto& m : kMechs) {
+      h += " " + m.label + " us |";
+      sep += "---|";
+    }
+    for (size_t m = 1; m < kMechs.size(); ++m) {
+      h += " " + kMechs[m].label + " speedup |";
+      sep += "---|";
+    }
+    line(h);
+    line(sep);
+    for (int64_t n : diag) {
+      std::string r = "| " + std::to_string(n) + " |";
+      const double soft = decode_ns("grid", "soft", 0, dt, n, n);
+      for (const auto& m : kMechs) r += " " + fmt(decode_ns("grid", m.mech, m.w, dt, n, n) / 1e3) + " |";
+      for (size_t m = 1; m < kMechs.size(); ++m)
+        r += " " + fixed(soft / decode_ns("grid", kMechs[m].mech, kMechs[m].w, dt, n, n), 1) + "x |";
+      line(r);
+    }
+    line();
+  }
+  line("![decoding time](" + link + "decode_time.png)");
+  line();
+  line("Speedup over soft attention on the whole T x U grid (the analogue of 002's figure 8):");
+  line();
+  line("![speedup grid, monotonic](" + link + "decode_speedup_grid.png)");
+  line();
+  line("![speedup grid, MoChA w=4](" + link + "decode_speedup_grid_mocha_w4.png)");
+  line();
+
+  // probes and per-entry cost
+  const DecodeRow* pdot = find_decode("probe", "dot", 0, "float64", 256, 1);
+  const DecodeRow* pgemm = find_decode("probe", "gemm", 0, "float64", 1024, 1024);
+  const DecodeRow* pdot32 = find_decode("probe", "dot", 0, "float32", 256, 1);
+  const DecodeRow* pgemm32 = find_decode("probe", "gemm", 0, "float32", 1024, 1024);
+  auto per_dot = [](const DecodeRow* r) { return r && r->dots > 0 ? r->ns / r->dots : NAN; };
+  line("### Roofline probes and cost per inspected memory entry");
+  line();
+  line("`probe/dot`: one d = 256 dot product in a tight loop over an L2-resident memory, compiled"
+       " with mona's flags (the cost floor of one inspected entry); `probe/gemm`: the same dot"
+       " products as one [1024, 256] x [256, 1024] GEMM (OpenBLAS), the machine's attainable"
+       " throughput.");
+  line();
+  line("| dtype | dot loop ns/dot | GEMM ns/dot | soft ns/entry | monotonic ns/entry | monotonic / dot loop | monotonic / GEMM dot | entries inspected per step (monotonic) |");
+  line("|---|---|---|---|---|---|---|---|");
+  double mono_ratio64 = NAN;
+  for (const std::string dt : {"float64", "float32"}) {
+    const double d = per_dot(dt == "float64" ? pdot : pdot32);
+    const double g = per_dot(dt == "float64" ? pgemm : pgemm32);
+    const DecodeRow* mono = find_decode("grid", "monotonic", 1, dt, nmax, nmax);
+    const DecodeRow* soft = find_decode("grid", "soft", 0, dt, nmax, nmax);
+    const double mono_entry = mono && mono->inspected > 0 ? mono->ns / mono->inspected : NAN;
+    const double soft_entry = soft && soft->inspected > 0 ? soft->ns / soft->inspected : NAN;
+    if (dt == "float64") mono_ratio64 = mono_entry / d;
+    line("| " + dt + " | " + fmt(d) + " | " + fmt(g) + " | " + fmt(soft_entry) + " | " +
+         fmt(mono_entry) + " | " + fixed(mono_entry / d, 1) + "x | " + fixed(mono_entry / g, 1) +
+         "x | " + (mono ? fixed(mono->inspected / nmax, 2) : "n/a") + " |");
+  }
+  line();
+  line("(At T = U = " + std::to_string(nmax) + "; \"ns/entry\" is the whole decoding time divided by the"
+       " number of energies evaluated, so it includes every per-step cost of `hard_step`.)");
+  line();
+  for (const std::string dt : {"float64", "float32"}) {
+    const DecodeRow* al = find_decode("probe", "alloc", 0, dt, 1, 1);
+    const DecodeRow* vw = find_decode("probe", "view", 0, dt, 1, 1);
+    const DecodeRow* mono = find_decode("grid", "monotonic", 1, dt, nmax, nmax);
+    const double d = per_dot(dt == "float64" ? pdot : pdot32);
+    if (!al || !vw || !mono || mono->emitted <= 0) continue;
+    const double floor_ns = 2 * al->ns + vw->ns;
+    const double step_ns = mono->ns / nmax;
+    line("- " + dt + ": one hard monotonic step costs " + fmt(step_ns) + " ns on average (" +
+         fixed(mono->inspected / nmax, 2) + " entries inspected). Of this, the tensor API's fixed"
+         " part, two `at::empty` (context and weights, " + fmt(al->ns) + " ns each) and one narrowed"
+         " view of the memory in the argument checks (" + fmt(vw->ns) + " ns), is " + fmt(floor_ns) +
+         " ns, i.e. " + fixed(floor_ns / d, 1) + " dot products. Without it the cost per entry would be about " +
+         fixed((mono->ns - nmax * floor_ns) / mono->inspected / d, 1) + "x the dot loop.");
+  }
+  line();
+
+  // scaling
+  line("### Scaling: T = U in {100, 1000, 10000}");
+  line();
+  line("| mechanism | dtype | 100 us | 1000 us | 10000 us | ratio 1000/100 | ratio 10000/1000 |");
+  line("|---|---|---|---|---|---|---|");
+  std::map<std::string, double> ratio64;
+  for (const auto& m : kMechs)
+    for (const std::string dt : {"float64", "float32"}) {
+      const double a = decode_ns("scaling", m.mech, m.w, dt, 100, 100);
+      const double b = decode_ns("scaling", m.mech, m.w, dt, 1000, 1000);
+      const double c = decode_ns("scaling", m.mech, m.w, dt, 10000, 10000);
+      if (dt == "float64") ratio64[m.label] = b / a;
+      line("| " + m.label + " | " + dt + " | " + fmt(a / 1e3) + " | " + fmt(b / 1e3) + " | " +
+           fmt(c / 1e3) + " | " + fixed(b / a, 1) + " | " + fixed(c / b, 1) + " |");
+    }
+  line();
+  line("![scaling](" + link + "decode_scaling.png)");
+  line();
+  line("Building the memory (`Attention::extend`: copy + keys W h, one [T, 256] x [256, 256] GEMM;"
+       " the same for every mechanism, not part of the times above):");
+  line();
+  line("| dtype | T = 100 us | T = 1000 us | T = 10000 us |");
+  line("|---|---|---|---|");
+  for (const std::string dt : {"float64", "float32"})
+    line("| " + dt + " | " + fmt(decode_ns("extend", "extend", 0, dt, 100, 0) / 1e3) + " | " +
+         fmt(decode_ns("extend", "extend", 0, dt, 1000, 0) / 1e3) + " | " +
+         fmt(decode_ns("extend", "extend", 0, dt, 10000, 0) / 1e3) + " |");
+  line();
+
+  // ------------------------------------------------------------------ train
+  line("## Training kernels (bench/train)");
+  line();
+  line("float32, forward + backward through autograd (`torch::autograd::grad`). mona:"
+       " `mona::nn::monotonic_alignment` and `mona::nn::mocha_chunkwise` (w = 4). ATen: the"
+       " standard formulation in plain ATen ops: the expected alignment row by row with"
+       " cp = exp(cumsum(log(clamp(1 - p, 1e-10, 1)))) made exclusive and"
+       " alpha_i = p_i cp cumsum(alpha_{i-1} / clamp(cp, 1e-10, 1)); MoChA's beta by the MovingSum"
+       " form of 000 eq. 25 (row maximum of u subtracted before exp, MovingSum as a conv1d with a"
+       " ones filter). Errors: maximum absolute error of the output and of all input gradients"
+       " against an independent long-double reference (plain loops over the recurrence and its"
+       " adjoint); non-finite entries are counted apart. Cases: *normal* logit(p) ~ N(-2, 2^2), u"
+       " ~ N(0, 1); *hard* 90% of logit(p) ~ N(-12, 2^2) (p near 0) and 10% ~ N(4, 2^2), u ~ N(0,"
+       " 30^2). Bandwidth: the bytes that forward + backward must move at least (alignment 6"
+       " arrays of [B, U, T], MoChA 8) per second of mona's time.");
+  line();
+  const TrainRow* copy_big = nullptr;
+  const TrainRow* copy_small = nullptr;
+  for (const auto& r : g_train)
+    if (r.op == "copy") (r.T >= (64 << 20) ? copy_big : copy_small) = &r;
+  if (!copy_big) copy_big = copy_small;
+  line("Copy bandwidth probe (memcpy, bytes read + written per second): " +
+       (copy_big ? fmt(copy_big->gbps) + " GB/s on " + fmt(copy_big->T / 1048576.0) + " MiB" : "n/a") +
+       (copy_small && copy_small != copy_big ? ", " + fmt(copy_small->gbps) + " GB/s on " + fmt(copy_small->T / 1048576.0) + " MiB (cache-resident)" : "") + ".");
+  line();
+  line("| op | [B, U, T] | case | mona ms | ATen ms | speedup | mona err (out / grad) | ATen err (out / grad) | max abs ref (out / grad) | mona GB/s | of copy bw |");
+  line("|---|---|---|---|---|---|---|---|---|---|---|");
+  struct Verdict {
+    double max_err = 0, max_rel = 0;
+    std::string worst_err;
+  } verdict;
+  std::map<std::string, std::pair<double, std::string>> min_speedup;  // op -> (min, where)
+  for (const auto& r : g_train) {
+    if (r.op == "copy" || r.impl != "mona") continue;
+    const TrainRow* a = find_train(r.op, "aten", r.which, r.B, r.U, r.T);
+    const double sp = a ? a->ns / r.ns : NAN;
+    if (!min_speedup.count(r.op)) min_speedup[r.op] = {INFINITY, ""};
+    auto& mins = min_speedup[r.op];
+    if (!(sp >= mins.first)) {
+      mins.first = sp;
+      mins.second = std::to_string(r.B) + "x" + std::to_string(r.U) + "x" + std::to_string(r.T) + " " + r.which;
+    }
+    const std::string where = r.op + " " + std::to_string(r.B) + "x" + std::to_string(r.U) + "x" + std::to_string(r.T) + " " + r.which;
+    if (std::max(r.err_out, r.err_grad) > verdict.max_err) {
+      verdict.max_err = std::max(r.err_out, r.err_grad);
+      verdict.worst_err = where;
+    }
+    verdict.max_rel = std::max({verdict.max_rel, r.err_out / std::max(r.ref_out, 1e-30),
+                                r.err_grad / std::max(r.ref_grad, 1e-30)});
+    if (r.nonfinite) verdict.max_err = INFINITY;
+    line("| " + std::string(r.op == "alignment" ? "expected alignment" : "MoChA beta (w=4)") + " | [" +
+         std::to_string(r.B) + ", " + std::to_string(r.U) + ", " + std::to_string(r.T) + "] | " +
+         r.which + " | " + fmt(r.ns / 1e6) + " | " + (a ? fmt(a->ns / 1e6) : "n/a") + " | " +
+         fixed(sp, 1) + "x | " + err_cell(r.err_out, 0) + " / " + err_cell(r.err_grad, r.nonfinite) +
+         " | " + (a ? err_cell(a->err_out, 0) + " / " + err_cell(a->err_grad, a->nonfinite) : "n/a") +
+         " | " + fmt(r.ref_out, 2) + " / " + fmt(r.ref_grad, 2) + " | " + fmt(r.gbps) + " | " + (copy_big ? fixed(100 * r.gbps / copy_big->gbps, 0) + "%" : "n/a") + " |");
+  }
+  line();
+
+  // ------------------------------------------------------------------ reading
+  const double sp100 = decode_ns("grid", "soft", 0, "float64", nmax, nmax) /
+                       decode_ns("grid", "monotonic", 1, "float64", nmax, nmax);
+  line("## Reading against the papers and the issue's targets");
+  line();
+  auto verdict_line = [&](const std::string& what, double value, double target, bool at_least,
+                          const std::string& unit) {
+    const bool ok = at_least ? value >= target : value <= target;
+    std::string s = "- " + what + ": **" + fmt(value) + unit + "** (target " +
+                    (at_least ? ">= " : "<= ") + fmt(target) + unit + "): ";
+    if (!std::isfinite(value)) s += "not measured.";
+    else if (ok) s += "met.";
+    else s += "missed by a factor " + fixed(at_least ? target / value : value / target, 2) + ".";
+    line(s);
+  };
+  verdict_line("hard monotonic over soft attention at T = U = " + std::to_string(nmax) + ", float64", sp100, 20, true, "x");
+  for (const auto& m : kMechs) {
+    if (m.mech == "soft") continue;
+    verdict_line(m.label + " time ratio (T=U=1000)/(T=U=100), float64", ratio64[m.label], 12, false, "");
+  }
+  line("- soft attention time ratio (T=U=1000)/(T=U=100), float64: **" + fmt(ratio64["soft"]) +
+       "** (quadratic growth would be 100).");
+  verdict_line("hard monotonic cost per inspected entry / dot-loop probe, float64", mono_ratio64, 3, false, "x");
+  for (const auto& [op, ms] : min_speedup) {
+    verdict_line(std::string(op == "alignment" ? "expected alignment" : "MoChA beta (w=4)") +
+                     " fwd+bwd, smallest mona speedup over ATen (" + ms.second + ")",
+                 ms.first, 10, true, "x");
+  }
+  verdict_line("training kernels, largest mona error (output or gradient, all cases; " + verdict.worst_err + ")", verdict.max_err, 1e-5, false, "");
+  line("  (largest mona error relative to the largest magnitude of the same reference tensor: " +
+       fmt(verdict.max_rel, 2) + "; float32 rounding is 6e-8 relative.)");
+  line();
+  if (machine.count("notes_file")) {
+    std::ifstream notes(machine["notes_file"]);
+    std::string l;
+    while (std::getline(notes, l)) line(l);
+  }
+  std::printf("mona_bench_report: wrote %s and plots in %s\n", arg["md"].c_str(), png.c_str());
+  return 0;
+}

@@ -1,0 +1,423 @@
+// bench/train: the training kernels against the standard formulation in plain ATen ops with
+// autograd (issue 6), float32, forward + backward.
+//
+//   alignment  mona::nn::monotonic_alignment (002 eqs. 13-14, mona/core/monotonic.h) against
+//              the closed form of 002 eq. 30 / 000 eq. 23 as the papers' public code writes
+//              it, row by row:  cp = exclusive cumprod of (1 - p) evaluated as
+//              exp(cumsum(log(clamp(1 - p, 1e-10, 1)))) shifted right by one, and
+//              alpha_i = p_i * cp * cumsum(alpha_{i-1} / clamp(cp, 1e-10, 1)).
+//   mocha      mona::nn::mocha_chunkwise (000 eq. 17, w = 4) against the MovingSum form of
+//              000 eq. 25 with the row maximum of u subtracted before exp; MovingSum is a
+//              conv1d with a ones filter over the padded row.
+//
+// Inputs, per [B, U, T] shape: "normal": logit(p) ~ N(-2, 2^2); "hard": many p near 0
+// (90% of entries with logit(p) ~ N(-12, 2^2), the rest with logit(p) ~ N(4, 2^2), so that
+// the exclusive cumprod of 1 - p underflows along a row). MoChA takes alpha = the float64
+// expected alignment of those p (cast to float32) and u ~ N(0, 1) ("normal") or
+// u ~ N(0, 30^2) ("hard": exp(u - max u) underflows inside whole chunks).
+// The upstream gradient dL/dout is N(0, 1).
+//
+// Accuracy: maximum absolute error of the output and of every input gradient against an
+// independent float64 reference (long double loops of the recurrence and of its adjoint,
+// written here, not mona's kernels). Non-finite values are counted separately.
+// Bandwidth: bytes of inputs, outputs and gradients that fwd+bwd must move at least
+// (alignment: p, alpha | dL/dalpha, p, alpha, dL/dp = 6 arrays; mocha: alpha, u, beta |
+// dL/dbeta, alpha, u, dL/dalpha, dL/du = 8 arrays) per second, beside a memcpy probe
+// (bytes read + written per second) measured in the same run.
+//
+// Usage: mona_bench_train [--quick] [--csv=FILE] [--threads=N] [--reps=N] [gbench flags]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <omp.h>
+#include <torch/autograd.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mona/nn/functional.h"
+
+namespace {
+
+struct Config {
+  bool quick = false;
+  int threads = 1;
+  int reps = 3;
+  std::string csv = "train.csv";
+};
+Config g_config;
+
+struct Shape {
+  int64_t B, U, T;
+  std::string str() const {
+    return std::to_string(B) + "x" + std::to_string(U) + "x" + std::to_string(T);
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Inputs
+
+struct Inputs {
+  at::Tensor p, g_align;       // [B, U, T] float32
+  at::Tensor alpha, u, g_beta;  // MoChA inputs, float32
+  std::vector<long double> p64, alpha64, u64;
+};
+
+/// float64 (long double) expected alignment and its adjoint, one batch element at a time:
+/// q[i,0] = prev[0]; q[i,j] = (1 - p[i,j-1]) q[i,j-1] + prev[j]; alpha = p q (002 eqs. 13-14).
+void ref_alignment(const std::vector<long double>& p, const Shape& s, const float* G,
+                   std::vector<long double>& alpha, std::vector<long double>& grad_p) {
+  const int64_t U = s.U, T = s.T;
+  alpha.assign(p.size(), 0.0L);
+  grad_p.assign(p.size(), 0.0L);
+  std::vector<long double> q(static_cast<size_t>(U * T)), carry(T), Gt(T);
+  for (int64_t b = 0; b < s.B; ++b) {
+    const long double* pb = p.data() + b * U * T;
+    long double* ab = alpha.data() + b * U * T;
+    for (int64_t i = 0; i < U; ++i) {
+      long double qq = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        const long double prev = i == 0 ? (j == 0 ? 1.0L : 0.0L) : ab[(i - 1) * T + j];
+        qq = j == 0 ? prev : (1 - pb[i * T + j - 1]) * qq + prev;
+        q[i * T + j] = qq;
+        ab[i * T + j] = pb[i * T + j] * qq;
+      }
+    }
+    if (G == nullptr) continue;
+    const float* Gb = G + b * U * T;
+    long double* gp = grad_p.data() + b * U * T;
+    std::fill(carry.begin(), carry.end(), 0.0L);
+    for (int64_t i = U - 1; i >= 0; --i) {
+      long double gq_next = 0;
+      for (int64_t j = T - 1; j >= 0; --j) {
+        const long double Gij = static_cast<long double>(Gb[i * T + j]) + carry[j];
+        const long double pij = pb[i * T + j];
+        gp[i * T + j] = q[i * T + j] * (Gij - gq_next);
+        const long double gq = Gij * pij + (1 - pij) * gq_next;
+        Gt[j] = gq;  // dL/dalpha[i-1, j]
+        gq_next = gq;
+      }
+      carry = Gt;
+    }
+  }
+}
+
+/// float64 (long double) MoChA beta and gradients per row, with the chunk max m[k] and
+/// S[k] = sum_{l in chunk(k)} exp(u[l] - m[k]) (000 eq. 17):
+///   beta[j] = sum_{k=j}^{j+w-1} alpha[k] s(k, j),   s(k, j) = exp(u[j] - m[k]) / S[k]
+///   ga[k] = sum_{j in chunk(k)} g[j] s(k, j)
+///   dL/du[m] = sum_{k=m}^{m+w-1} alpha[k] s(k, m) (g[m] - ga[k]).
+void ref_mocha(const std::vector<long double>& alpha, const std::vector<long double>& u,
+               const float* G, int64_t rows, int64_t T, int64_t w,
+               std::vector<long double>& beta, std::vector<long double>& grad_alpha,
+               std::vector<long double>& grad_u) {
+  beta.assign(alpha.size(), 0.0L);
+  grad_alpha.assign(alpha.size(), 0.0L);
+  grad_u.assign(alpha.size(), 0.0L);
+  std::vector<long double> m(T), S(T);
+  for (int64_t r = 0; r < rows; ++r) {
+    const long double* a = alpha.data() + r * T;
+    const long double* ur = u.data() + r * T;
+    const float* g = G + r * T;
+    for (int64_t k = 0; k < T; ++k) {
+      const int64_t lo = std::max<int64_t>(0, k - w + 1);
+      long double mk = ur[lo];
+      for (int64_t l = lo; l <= k; ++l) mk = std::max(mk, ur[l]);
+      long double sk = 0;
+      for (int64_t l = lo; l <= k; ++l) sk += std::exp(ur[l] - mk);
+      m[k] = mk;
+      S[k] = sk;
+    }
+    auto s = [&](int64_t k, int64_t j) { return std::exp(ur[j] - m[k]) / S[k]; };
+    for (int64_t k = 0; k < T; ++k) {
+      const int64_t lo = std::max<int64_t>(0, k - w + 1);
+      long double ga = 0;
+      for (int64_t j = lo; j <= k; ++j) {
+        beta[r * T + j] += a[k] * s(k, j);
+        ga += static_cast<long double>(g[j]) * s(k, j);
+      }
+      grad_alpha[r * T + k] = ga;
+      for (int64_t j = lo; j <= k; ++j) {
+        grad_u[r * T + j] += a[k] * s(k, j) * (static_cast<long double>(g[j]) - ga);
+      }
+    }
+  }
+}
+
+at::Tensor to_f32(const std::vector<long double>& v, const Shape& s) {
+  at::Tensor t = at::empty({s.B, s.U, s.T}, at::kFloat);
+  float* d = t.data_ptr<float>();
+  for (size_t i = 0; i < v.size(); ++i) d[i] = static_cast<float>(v[i]);
+  return t;
+}
+
+std::vector<long double> to_ld(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kDouble).contiguous();
+  const double* d = c.data_ptr<double>();
+  return std::vector<long double>(d, d + c.numel());
+}
+
+Inputs make_inputs(const Shape& s, const std::string& which, uint64_t seed) {
+  torch::manual_seed(seed);
+  Inputs in;
+  const std::vector<int64_t> sz = {s.B, s.U, s.T};
+  at::Tensor logit;
+  if (which == "normal") {
+    logit = at::randn(sz, at::kDouble) * 2 - 2;
+  } else {
+    const at::Tensor near0 = at::randn(sz, at::kDouble) * 2 - 12;
+    const at::Tensor near1 = at::randn(sz, at::kDouble) * 2 + 4;
+    logit = at::where(at::rand(sz, at::kDouble) < 0.9, near0, near1);
+  }
+  // p is float32; the reference sees exactly the same float32 values.
+  in.p = at::sigmoid(logit).to(at::kFloat);
+  in.p64 = to_ld(in.p);
+  in.g_align = at::randn(sz, at::kFloat);
+  std::vector<long double> a64, unused;
+  ref_alignment(in.p64, s, nullptr, a64, unused);
+  in.alpha = to_f32(a64, s);
+  in.alpha64 = to_ld(in.alpha);
+  in.u = at::randn(sz, at::kFloat) * (which == "normal" ? 1.0 : 30.0);
+  in.u64 = to_ld(in.u);
+  in.g_beta = at::randn(sz, at::kFloat);
+  return in;
+}
+
+// ---------------------------------------------------------------------------------------
+// The two formulations
+
+at::Tensor aten_alignment(const at::Tensor& p) {
+  const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+  at::Tensor prev = at::zeros({B, T}, p.options().requires_grad(false));
+  prev.select(1, 0).fill_(1.0);
+  const at::Tensor zero_col = at::zeros({B, 1}, p.options().requires_grad(false));
+  std::vector<at::Tensor> rows;
+  rows.reserve(static_cast<size_t>(U));
+  for (int64_t i = 0; i < U; ++i) {
+    const at::Tensor pi = p.select(1, i);
+    const at::Tensor log1mp = at::log(at::clamp(1 - pi, 1e-10, 1.0));
+    const at::Tensor cs = at::cumsum(log1mp, 1);
+    const at::Tensor cp = at::exp(at::cat({zero_col, cs.narrow(1, 0, T - 1)}, 1));  // exclusive
+    const at::Tensor a = pi * cp * at::cumsum(prev / at::clamp(cp, 1e-10, 1.0), 1);
+    rows.push_back(a);
+    prev = a;
+  }
+  return at::stack(rows, 1);
+}
+
+/// MovingSum(x, back, forward)[j] = sum_{k = j - back + 1}^{j + forward - 1} x[k] (000 eq. 18)
+at::Tensor moving_sum(const at::Tensor& x, int64_t back, int64_t forward) {
+  const at::Tensor padded = at::constant_pad_nd(x.unsqueeze(1), {back - 1, forward - 1}, 0.0);
+  const at::Tensor ones = at::ones({1, 1, back + forward - 1}, x.options().requires_grad(false));
+  return at::conv1d(padded, ones).squeeze(1);
+}
+
+at::Tensor aten_mocha(const at::Tensor& alpha, const at::Tensor& u, int64_t w) {
+  const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
+  const at::Tensor a = alpha.reshape({B * U, T}), uu = u.reshape({B * U, T});
+  const at::Tensor exp_u = at::exp(uu - std::get<0>(at::max(uu, 1, true)));
+  const at::Tensor beta = exp_u * moving_sum(a / moving_sum(exp_u, w, 1), 1, w);
+  return beta.reshape({B, U, T});
+}
+
+constexpr int64_t kW = 4;
+
+struct Outputs {
+  at::Tensor out;
+  std::vector<at::Tensor> grads;
+};
+
+Outputs run(const std::string& op, const std::string& impl, const Inputs& in) {
+  if (op == "alignment") {
+    at::Tensor p = in.p.detach().clone().requires_grad_(true);
+    at::Tensor alpha = impl == "mona" ? mona::nn::monotonic_alignment(p) : aten_alignment(p);
+    auto g = torch::autograd::grad({alpha}, {p}, {in.g_align});
+    return {alpha, g};
+  }
+  at::Tensor a = in.alpha.detach().clone().requires_grad_(true);
+  at::Tensor u = in.u.detach().clone().requires_grad_(true);
+  at::Tensor beta = impl == "mona" ? mona::nn::mocha_chunkwise(a, u, kW) : aten_mocha(a, u, kW);
+  auto g = torch::autograd::grad({beta}, {a, u}, {in.g_beta});
+  return {beta, g};
+}
+
+struct Accuracy {
+  double err_out = 0, err_grad = 0;
+  double ref_out = 0, ref_grad = 0;  // largest |reference value|, to judge the errors
+  int64_t nonfinite = 0;
+};
+
+void compare(const at::Tensor& t, const std::vector<long double>& ref, double& err,
+             double& ref_max, int64_t& nonfinite) {
+  const at::Tensor c = t.detach().to(at::kDouble).contiguous();
+  const double* d = c.data_ptr<double>();
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    ref_max = std::max(ref_max, static_cast<double>(std::fabs(ref[i])));
+    if (!std::isfinite(d[i])) {
+      ++nonfinite;
+      continue;
+    }
+    err = std::max(err, static_cast<double>(std::fabs(static_cast<long double>(d[i]) - ref[i])));
+  }
+}
+
+Accuracy accuracy(const std::string& op, const std::string& impl, const Inputs& in,
+                  const Shape& s) {
+  torch::manual_seed(0);
+  const Outputs o = run(op, impl, in);
+  Accuracy acc;
+  if (op == "alignment") {
+    std::vector<long double> alpha, gp;
+    ref_alignment(in.p64, s, in.g_align.data_ptr<float>(), alpha, gp);
+    compare(o.out, alpha, acc.err_out, acc.ref_out, acc.nonfinite);
+    compare(o.grads[0], gp, acc.err_grad, acc.ref_grad, acc.nonfinite);
+  } else {
+    std::vector<long double> beta, ga, gu;
+    ref_mocha(in.alpha64, in.u64, in.g_beta.data_ptr<float>(), s.B * s.U, s.T, kW, beta, ga,
+              gu);
+    compare(o.out, beta, acc.err_out, acc.ref_out, acc.nonfinite);
+    compare(o.grads[0], ga, acc.err_grad, acc.ref_grad, acc.nonfinite);
+    compare(o.grads[1], gu, acc.err_grad, acc.ref_grad, acc.nonfinite);
+  }
+  return acc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration and reporting
+
+struct Point {
+  std::string op, impl, which;
+  Shape shape{0, 0, 0};
+  int64_t iters = 0;
+  double bytes = 0;  // minimal bytes moved by one fwd+bwd (or one copy)
+  Accuracy acc;
+};
+std::map<std::string, Point> g_points;
+std::map<std::string, Inputs> g_inputs;
+
+void bm_train(benchmark::State& st, std::string key) {
+  const Point& p = g_points.at(key);
+  const Inputs& in = g_inputs.at(p.shape.str() + "/" + p.which);
+  for (auto _ : st) {
+    Outputs o = run(p.op, p.impl, in);
+    benchmark::DoNotOptimize(o.grads[0].data_ptr());
+  }
+}
+
+void bm_copy(benchmark::State& st, int64_t bytes) {
+  std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes), 0);
+  for (auto _ : st) {
+    std::memcpy(dst.data(), src.data(), src.size());
+    benchmark::ClobberMemory();
+  }
+}
+
+void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
+  b->Iterations(p.iters)->Unit(benchmark::kMillisecond);
+  if (g_config.reps > 1) b->Repetitions(g_config.reps)->ReportAggregatesOnly(true)->ComputeStatistics(
+        "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+  g_points[name] = std::move(p);
+}
+
+void register_all() {
+  const bool q = g_config.quick;
+  for (int64_t mb : {8, 256}) {
+    const int64_t bytes = (q ? std::min<int64_t>(mb, 8) : mb) << 20;
+    Point p{"copy", "memcpy", "", Shape{1, 1, bytes}, q ? 3 : (mb <= 8 ? 200 : 10),
+            2.0 * static_cast<double>(bytes), {}};
+    const std::string name = "probe/copy/" + std::to_string(mb) + "MiB";
+    add(name, p, benchmark::RegisterBenchmark(name.c_str(), bm_copy, bytes));
+  }
+  const std::vector<Shape> shapes =
+      q ? std::vector<Shape>{{4, 10, 50}, {2, 5, 200}}
+        : std::vector<Shape>{{32, 100, 500}, {8, 50, 2000}};
+  uint64_t seed = 11;
+  for (const Shape& s : shapes) {
+    for (const std::string which : {"normal", "hard"}) {
+      g_inputs[s.str() + "/" + which] = make_inputs(s, which, seed++);
+      const Inputs& in = g_inputs[s.str() + "/" + which];
+      for (const std::string op : {"alignment", "mocha"}) {
+        for (const std::string impl : {"mona", "aten"}) {
+          Point p{op, impl, which, s, 0, 0, {}};
+          p.iters = q ? 2 : (impl == "mona" ? 30 : 5);
+          const double n = static_cast<double>(s.B * s.U * s.T);
+          p.bytes = n * sizeof(float) * (op == "alignment" ? 6 : 8);
+          p.acc = accuracy(op, impl, in, s);
+          const std::string name = "train/" + op + "/" + impl + "/" + s.str() + "/" + which;
+          add(name, p, benchmark::RegisterBenchmark(name.c_str(), bm_train, name));
+        }
+      }
+    }
+  }
+}
+
+class CsvReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Row {
+    Point point;
+    double cpu_ns = 0, real_ns = 0;
+  };
+  std::vector<Row> rows;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      if (g_config.reps > 1 && !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min"))
+        continue;
+      auto it = g_points.find(r.run_name.function_name);
+      if (it == g_points.end()) continue;
+      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
+      rows.push_back({it->second, r.GetAdjustedCPUTime() * to_ns, r.GetAdjustedRealTime() * to_ns});
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") g_config.quick = true;
+    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
+    else if (a.rfind("--threads=", 0) == 0) g_config.threads = std::stoi(a.substr(10));
+    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
+    else rest.push_back(argv[i]);
+  }
+  if (g_config.quick) g_config.reps = 1;
+  at::set_num_threads(g_config.threads);
+  omp_set_num_threads(g_config.threads);
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  register_all();
+  CsvReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::ofstream csv(g_config.csv);
+  if (!csv) {
+    std::fprintf(stderr, "mona_bench_train: cannot write %s\n", g_config.csv.c_str());
+    return 1;
+  }
+  csv << "op,impl,case,B,U,T,dtype,threads,iters,reps,cpu_ns,real_ns,bytes,GBps,err_out,"
+         "err_grad,nonfinite,ref_max_out,ref_max_grad\n";
+  csv.precision(6);
+  for (const auto& r : reporter.rows) {
+    const Point& p = r.point;
+    csv << p.op << ',' << p.impl << ',' << (p.which.empty() ? "-" : p.which) << ','
+        << p.shape.B << ',' << p.shape.U << ',' << p.shape.T << ",float32," << g_config.threads
+        << ',' << p.iters << ',' << g_config.reps << ',' << r.cpu_ns << ',' << r.real_ns << ','
+        << p.bytes << ',' << p.bytes / r.cpu_ns << ',' << p.acc.err_out << ',' << p.acc.err_grad
+        << ',' << p.acc.nonfinite << ',' << p.acc.ref_out << ',' << p.acc.ref_grad << '\n';
+  }
+  std::printf("mona_bench_train: wrote %zu rows to %s\n", reporter.rows.size(),
+              g_config.csv.c_str());
+  return 0;
+}

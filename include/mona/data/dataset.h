@@ -1,0 +1,63 @@
+// mona/data/dataset.h: parallel text data as TSV, and grouping of several references.
+//
+// File format (UTF-8 text, one example per line):
+//
+//   <input tokens><TAB><output tokens>
+//
+// Tokens are separated by runs of whitespace (space, VT, FF; tab only as the one column
+// separator). Example (CMUdict-style grapheme-to-phoneme):
+//
+//   a b o a r d<TAB>AH0 B AO1 R D
+//
+// Blank lines (empty or whitespace only) are skipped; a trailing '\r' (CRLF files) is
+// dropped. Every other line must have exactly one TAB and at least one token on each side;
+// anything else is refused with mona::Error naming file, 1-based line and the problem:
+//   "train.tsv:12: expected 1 TAB separating input and output, found 0"
+//   "train.tsv:40: empty output (no tokens after the TAB)"
+// A file with no examples is not an error (the caller decides).
+//
+// The same input may appear on several lines with different outputs (several valid
+// pronunciations, transliterations, ...). group_references collects them; metrics
+// (mona/train/metrics.h) score a hypothesis against the best-matching reference.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mona::data {
+
+struct Example {
+  std::vector<std::string> input, output;
+  bool operator==(const Example& o) const { return input == o.input && output == o.output; }
+};
+
+/// Reads a TSV file (format above). Throws mona::Error naming the file (unreadable) or
+/// file:line (malformed line).
+std::vector<Example> read_tsv(const std::string& path);
+
+/// Parses TSV text; `source_name` stands for the file name in error messages.
+std::vector<Example> parse_tsv(const std::string& text, const std::string& source_name);
+
+/// Splits `text` on whitespace (space, tab, CR, LF, VT, FF); no empty tokens.
+std::vector<std::string> tokenize(const std::string& text);
+
+/// Formats examples as TSV text (tokens joined by one space, '\n' after every line).
+/// Throws mona::Error naming the example index if a side is empty or a token is empty or
+/// contains whitespace, since such a file could not be read back as the same examples.
+std::string format_tsv(const std::vector<Example>& examples);
+
+/// format_tsv, written atomically (mona/train/files.h). Errors name `path`.
+void write_tsv_atomic(const std::string& path, const std::vector<Example>& examples);
+
+/// One distinct input with all of its distinct reference outputs.
+struct ReferenceSet {
+  std::vector<std::string> input;
+  std::vector<std::vector<std::string>> references;
+};
+
+/// Groups examples by identical input token sequence. Inputs appear in order of first
+/// appearance, references in order of appearance within each input; a reference repeated
+/// for the same input is kept once.
+std::vector<ReferenceSet> group_references(const std::vector<Example>& examples);
+
+}  // namespace mona::data

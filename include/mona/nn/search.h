@@ -1,0 +1,79 @@
+// mona/nn/search.h: greedy and beam search over the decoder, online (hard attention over
+// a growing memory) or offline with the soft expected alignment.
+//
+// Online search (OnlineSearch) runs the decoder's hard step (002 Algorithm 1, 000
+// Algorithm 1) and advances as far as the memory received so far allows: a hypothesis whose
+// attention needs more input blocks the search until more arrives; nothing is recomputed
+// when it resumes (the scan position and finished expansions are kept). Feeding the input
+// one element at a time therefore gives exactly the result of decoding the whole input.
+//
+// Beam search keeps at most `beam` hypotheses (rank pruning) and drops those whose score
+// (total log-probability) is more than `threshold` below the best candidate (000 A.1 uses
+// 8 and 3). Hypotheses end with </s>; the search ends when the best finished hypothesis
+// scores at least as well as every live one. Scores are not length-normalised.
+//
+// Maximum output length guard: a hypothesis may have at most
+//   length_ratio * (memory entries available) + length_bonus
+// tokens. While input is still arriving a hypothesis at the limit waits; once the input
+// is finished, reaching the limit ends it (without </s>).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "mona/nn/seq2seq.h"
+
+namespace mona::nn {
+
+/// Decoding settings.
+struct SearchOptions {
+  int64_t beam = 0;            ///< 0: greedy; >= 1: beam search with that many hypotheses
+  double threshold = 3.0;      ///< score pruning threshold (log-probability), beam only
+  double length_ratio = 2.0;   ///< output length guard: ratio * T + bonus
+  int64_t length_bonus = 10;
+  void validate() const;
+};
+
+/// One decoding hypothesis.
+struct Hypothesis {
+  std::vector<int64_t> tokens;     ///< output token ids, without <s> and </s>
+  std::vector<int64_t> positions;  ///< memory index attended when each token was emitted
+  double score = 0.0;              ///< total log-probability (incl. </s> when ended by it)
+  bool finished = false;           ///< ended by </s> or by the length guard
+  bool ended_by_eos = false;
+  DecoderState state;              ///< decoder state after the last token
+  std::optional<DecoderStep> pending;  ///< expansion computed but not yet used
+};
+
+/// Incremental search over a stream's memory (see header comment).
+class OnlineSearch {
+ public:
+  explicit OnlineSearch(SearchOptions options);
+  /// Starts over (new utterance) with the decoder's initial state.
+  void reset(const Decoder& decoder);
+  /// Advances as far as the memory allows; returns whether any step was taken.
+  bool advance(Decoder& decoder, const OnlineMemory& memory);
+  /// No further tokens will come.
+  bool done() const { return done_; }
+  /// Whether advance() could make progress right now (input arrived or finished since the
+  /// last blocked attempt).
+  bool blocked_on(const OnlineMemory& memory) const;
+  /// The best hypothesis so far: the best finished one when done, else the best live one.
+  const Hypothesis& best() const;
+
+ private:
+  bool advance_greedy(Decoder& decoder, const OnlineMemory& memory);
+  bool advance_beam(Decoder& decoder, const OnlineMemory& memory);
+  int64_t limit(const OnlineMemory& memory) const;
+  SearchOptions options_;
+  std::vector<Hypothesis> live_, finished_;
+  bool done_ = false;
+  int64_t blocked_size_ = -1;  // memory size at the last blocked attempt
+  bool blocked_finished_ = false;
+};
+
+/// Offline decoding of one input with the soft expected alignment (the training
+/// computation in eval mode, no noise): `memory` is a prepared memory with B = 1.
+Hypothesis decode_expected(Decoder& decoder, const Memory& memory, const SearchOptions& options);
+
+}  // namespace mona::nn

@@ -1,0 +1,193 @@
+// mona/nn/seq2seq.h: attention-based sequence-to-sequence model (encoder, decoder, loss)
+// with any mechanism of mona/nn/attention.h.
+//
+// Encoder (000 A.1, 002 D.1.2, simplified):
+//   symbols  [B, T] int64  -> embedding [B, T, E]
+//   features [B, T, F]     -> two 3x3 stride-2 Conv2d (32 channels), each with batch norm
+//                             and ReLU, subsampling time (and frequency) by 4
+//   then a stack of single-layer LSTMs, unidirectional (online) or bidirectional (offline
+//   baseline), each optionally followed by a linear projection; dropout between layers.
+//   The output is the memory h [B, T', Dh] with T' = T (symbols) or ceil(ceil(T/2)/2).
+//
+// Decoder (000 Algorithm 1 and A.1): with s_0 = 0 and y_0 = <s>,
+//   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected)
+//   s_i = LSTMCell([Embed(y_{i-1}); c_i], s_{i-1})
+//   logits_i = W_o [s_i; c_i] + b_o
+//
+// Loss: cross entropy with teacher forcing against y_1 .. y_U, </s>, averaged over target
+// tokens, with optional uniform label smoothing and the localised label smoothing of
+// 002 D.1.2 / 000 A.1 (the target at i is mixed with its neighbours at offsets -2, -1,
+// +1, +2 with weights, e.g. 0.015, 0.035, 0.035, 0.015, then renormalised).
+//
+// Online use: the encoder and decoder have per-sequence streaming states (EncoderStream,
+// DecoderState) used by mona/nn/search.h and mona/stream/stream.h. The streaming encoder
+// always processes one input element at a time (LSTM) and computes each convolutional
+// output frame from exactly its receptive field, so how the input is chunked never
+// changes the result.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/rnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mona/nn/attention.h"
+
+namespace mona::nn {
+
+/// Every hyperparameter of the model. Validate() names the field and value of a bad one.
+struct ModelOptions {
+  std::string input_kind = "symbols";  ///< "symbols" (embedding) | "features" (conv front-end)
+  int64_t input_vocab = 0;             ///< symbol vocabulary size (symbols)
+  int64_t feature_dim = 0;             ///< F, features per frame (features)
+  int64_t embedding_dim = 64;          ///< input embedding size (symbols)
+  int64_t conv_channels = 32;          ///< front-end channels (features)
+  int64_t encoder_layers = 2;
+  int64_t encoder_hidden = 128;        ///< per direction
+  bool bidirectional = false;          ///< offline baseline only: cannot stream
+  int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
+  int64_t output_vocab = 0;            ///< output vocabulary size (incl. specials)
+  int64_t decoder_embedding_dim = 64;
+  int64_t decoder_hidden = 128;
+  double dropout = 0.0;                ///< between encoder layers and before the output layer
+  /// soft | monotonic | mocha | matcha | gmm | sagmm | sagmm-tr | sagmm-fixed (make_attention)
+  std::string attention = "mocha";
+  AttentionOptions attention_options;  ///< query_dim / memory_dim are filled in by the model
+
+  void validate() const;
+};
+
+/// Streaming state of the encoder for one sequence.
+struct EncoderStream {
+  std::vector<at::Tensor> h, c;  ///< per LSTM layer, [1, 1, H] (undefined before input)
+  std::vector<at::Tensor> pending_inputs;    ///< bidirectional: everything, until finished
+  std::vector<at::Tensor> raw_frames;        ///< features: input frames received so far
+  std::vector<at::Tensor> conv1_frames;      ///< features: first conv layer outputs so far
+  int64_t conv2_done = 0;                    ///< features: second conv layer outputs emitted
+  bool finished = false;
+};
+
+/// The encoder (see header comment).
+class Encoder : public torch::nn::Module {
+ public:
+  explicit Encoder(const ModelOptions& options);
+  /// inputs [B, T] int64 symbols or [B, T, F] features; lengths [B] int64 ->
+  /// memory [B, T', Dh] and its lengths [B].
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& inputs, const at::Tensor& lengths);
+  /// Streaming: feeds new inputs ([n] symbols or [n, F] frames) of one sequence; returns
+  /// the new memory entries [m, Dh] (m may be 0). `finished` flushes what waits for
+  /// right context (the last convolution frames, a bidirectional encoder's whole input).
+  at::Tensor stream(EncoderStream& state, const at::Tensor& inputs, bool finished);
+  int64_t output_dim() const { return output_dim_; }
+  /// T' for an input of length T.
+  int64_t output_length(int64_t T) const;
+
+ private:
+  at::Tensor run_layers(at::Tensor x, const at::Tensor& lengths);
+  at::Tensor conv1_frame(const EncoderStream& s, int64_t k, int64_t T);
+  at::Tensor conv2_frame(const EncoderStream& s, int64_t m, int64_t T1);
+  ModelOptions options_;
+  torch::nn::Embedding embedding{nullptr};
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  std::vector<torch::nn::LSTM> lstms_;
+  std::vector<torch::nn::Linear> projections_;
+  int64_t output_dim_ = 0;
+};
+
+/// Decoder state of one hypothesis (online decoding).
+struct DecoderState {
+  at::Tensor h, c;       ///< LSTM cell state [1, H]
+  HardState attention;   ///< where the hard attention stands
+};
+
+/// Result of one online decoder step.
+struct DecoderStep {
+  HardStatus status = HardStatus::kNeedMoreInput;
+  at::Tensor log_probs;  ///< [V] log-softmax of the output layer (unless kNeedMoreInput)
+  HardStepOutput attention;
+  DecoderState next;     ///< state after the step (unless kNeedMoreInput)
+};
+
+/// The decoder (see header comment).
+class Decoder : public torch::nn::Module {
+ public:
+  Decoder(const ModelOptions& options, int64_t memory_dim);
+  /// Teacher forcing: previous tokens y_in [B, U] (<s> then y_1 .. y_{U-1}) against the
+  /// prepared memory -> logits [B, U, V] and attention weights [B, U, T]. `states`, if
+  /// given, receives the attention states after each step stacked on dim 1 ([B, U, T] for
+  /// the monotonic mechanisms, mu [B, U, H] for the GMM family; undefined for soft).
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& y_in, const Memory& memory,
+                                            at::Tensor* states = nullptr);
+  /// Expected-attention (training computation, no teacher forcing) step for one
+  /// hypothesis over a whole prepared memory with B = 1: used to decode with the soft
+  /// expected alignment. `alignment` is the attention state, passed through unread:
+  /// alpha [1, T] for the monotonic mechanisms, mu [1, H] for the GMM family.
+  at::Tensor expected_step(int64_t y_prev, at::Tensor& h, at::Tensor& c, at::Tensor& alignment,
+                           const Memory& memory, at::Tensor* weights = nullptr);
+  /// Online step of one hypothesis: hard attention over the stream's memory so far.
+  DecoderStep hard_step(int64_t y_prev, const DecoderState& state, const OnlineMemory& memory);
+  DecoderState initial_state() const;
+
+  std::shared_ptr<Attention> attention;
+
+ private:
+  at::Tensor output_logits(const at::Tensor& h, const at::Tensor& context);
+  ModelOptions options_;
+  torch::nn::Embedding embedding{nullptr};
+  torch::nn::LSTMCell cell{nullptr};
+  torch::nn::Linear output{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+
+/// Label smoothing of the training loss.
+struct SmoothingOptions {
+  double uniform = 0.0;  ///< epsilon of uniform label smoothing
+  /// Localised label smoothing weights for neighbours at offsets -2, -1, +1, +2
+  /// (002 D.1.2 uses 0.015, 0.035, 0.035, 0.015); empty: none.
+  std::vector<double> localized;
+};
+
+/// Length penalty of 003 eq. 13 for GMM-family attention (mona/nn/gmm_attention.h,
+/// gmm_length_penalty): per sequence, with I = target length + 1 (the </s> step),
+/// J = memory length and m = min(I, J),
+///   L[b] = lambda * sum_h ((mu_h(I-1) - m)^2 + (nu_{h,J-1} - m)^2)
+/// (one nu per head: SAGMM's heads have their own positions; plain GMM's nu_{J-1} = J is a
+/// constant). Seq2Seq::loss adds mean_b L[b] to the mean cross entropy while step <
+/// until_step (003: lambda = 5e-4, off after 200k steps). A no-op for other mechanisms.
+struct LengthPenaltyOptions {
+  double lambda = 5e-4;         ///< >= 0
+  int64_t until_step = 200000;  ///< the penalty is off from this training step on (< 0: never)
+  int64_t step = 0;             ///< current training step (the caller's counter)
+};
+
+/// Encoder + decoder.
+class Seq2Seq : public torch::nn::Module {
+ public:
+  explicit Seq2Seq(ModelOptions options);
+  /// Teacher-forced loss: inputs/lengths as Encoder::forward; targets [B, U] int64 without
+  /// <s> and </s>, padded, with target_lengths [B]. Returns the mean cross entropy per
+  /// target token (including </s>); `weights` receives the attention [B, U+1, T'] if given.
+  /// With `length_penalty` and a GMM-family attention, adds the length penalty (see
+  /// LengthPenaltyOptions); ignored for other mechanisms.
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
+                  const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
+                  at::Tensor* weights = nullptr, int64_t* tokens = nullptr,
+                  const LengthPenaltyOptions* length_penalty = nullptr);
+  const ModelOptions& options() const { return options_; }
+
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+
+ private:
+  ModelOptions options_;
+};
+
+}  // namespace mona::nn

@@ -1,0 +1,80 @@
+// mona/train/config.h: every hyperparameter of a training run, with defaults, read from
+// and written to YAML. Unknown keys are refused (a typo never silently falls back to a
+// default); values of the wrong type or range are refused naming the key and the value.
+//
+//   data:    {train: PATH, dev: PATH, test: PATH}            TSV files (mona/data/dataset.h)
+//   model:   ModelOptions (mona/nn/seq2seq.h); attention settings under model.attention
+//            (type: soft | monotonic | mocha | matcha, energy, monotonic_energy,
+//            attention_dim, init_r, noise_std, chunk_size, threshold)
+//   train:   run settings (seed, threads, batch_size, max_steps, max_minutes, eval_every,
+//            eval_limit, patience, log_every, plot_every, plot_examples, output_dir,
+//            optimizer: {learning_rate, beta1, beta2, eps, clip_norm, weight_decay,
+//            decay_every, decay_factor}, smoothing: {uniform, localized})
+//   decode:  SearchOptions (beam, threshold, length_ratio, length_bonus)
+//
+// Defaults follow the papers where they say something: Adam beta1 0.9, beta2 0.999,
+// eps 1e-6 (002 D.1, 000 A.1), global-norm clipping, L2 weight decay 1e-6 (000 A.1),
+// r initialised to -4 (000), beam 8 with score threshold 3 when beam search is used.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mona/nn/search.h"
+#include "mona/nn/seq2seq.h"
+
+namespace mona::train {
+
+struct OptimizerConfig {
+  double learning_rate = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6;
+  double clip_norm = 1.0;        ///< global gradient norm clip (0: off)
+  double weight_decay = 1e-6;    ///< L2 coefficient
+  int64_t decay_every = 0;       ///< multiply the learning rate by decay_factor every N steps (0: never)
+  double decay_factor = 0.5;
+};
+
+struct RunConfig {
+  std::string output_dir = "runs/default";
+  uint64_t seed = 1;
+  int64_t threads = 2;           ///< intra-op threads (determinism needs a fixed count)
+  int64_t batch_size = 32;
+  int64_t max_steps = 10000;
+  double max_minutes = 0;        ///< wall-clock budget (0: none)
+  int64_t eval_every = 500;
+  int64_t eval_limit = 0;        ///< dev inputs per evaluation (0: all)
+  int64_t patience = 0;          ///< early stop after N evaluations without improvement (0: off)
+  int64_t log_every = 50;
+  int64_t plot_every = 0;        ///< alignment PNGs every N steps (0: only at the end)
+  int64_t plot_examples = 2;
+  OptimizerConfig optimizer;
+  nn::SmoothingOptions smoothing;
+};
+
+struct DataConfig {
+  std::string train, dev, test;
+};
+
+/// A whole run.
+struct Config {
+  DataConfig data;
+  nn::ModelOptions model;
+  RunConfig train;
+  nn::SearchOptions decode;
+
+  /// Throws mona::Error naming the key for invalid values.
+  void validate() const;
+};
+
+/// Reads a configuration; missing keys keep their defaults, unknown keys are errors.
+/// `source` names the file in messages.
+Config config_from_yaml(const YAML::Node& root, const std::string& source);
+/// The full effective configuration (every key, defaults included).
+YAML::Node config_to_yaml(const Config& config);
+/// load_yaml(path) + overrides ("a.b=value") + config_from_yaml.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace mona::train

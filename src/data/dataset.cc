@@ -1,0 +1,124 @@
+// TSV datasets and reference grouping (mona/data/dataset.h).
+#include "mona/data/dataset.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "mona/core/error.h"
+#include "mona/train/files.h"
+
+namespace mona::data {
+namespace {
+
+using detail::check;
+using detail::fail;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+bool is_blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return is_space(c); });
+}
+
+std::string join(const std::vector<std::string>& tokens) {
+  std::string out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (i) out += ' ';
+    out += tokens[i];
+  }
+  return out;
+}
+
+void check_side(const std::vector<std::string>& tokens, std::size_t index, const char* side) {
+  check(!tokens.empty(), "example ", index, ": empty ", side, " (a TSV line needs at least one ",
+        side, " token)");
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    const std::string& t = tokens[k];
+    check(!t.empty(), "example ", index, ": ", side, " token ", k, " is empty");
+    check(std::none_of(t.begin(), t.end(), [](char c) { return is_space(c); }), "example ",
+          index, ": ", side, " token ", k, " \"", t, "\" contains whitespace");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> tokenize(const std::string& text) {
+  std::vector<std::string> tokens;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    const std::size_t start = i;
+    while (i < text.size() && !is_space(text[i])) ++i;
+    if (i > start) tokens.push_back(text.substr(start, i - start));
+  }
+  return tokens;
+}
+
+std::vector<Example> parse_tsv(const std::string& text, const std::string& source_name) {
+  std::vector<Example> examples;
+  std::size_t pos = 0;
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (is_blank(line)) continue;
+    const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
+    const auto tabs = std::count(line.begin(), line.end(), '\t');
+    check(tabs == 1, where(), "expected 1 TAB separating input and output, found ", tabs);
+    const std::size_t tab = line.find('\t');
+    Example ex;
+    ex.input = tokenize(line.substr(0, tab));
+    ex.output = tokenize(line.substr(tab + 1));
+    check(!ex.input.empty(), where(), "empty input (no tokens before the TAB)");
+    check(!ex.output.empty(), where(), "empty output (no tokens after the TAB)");
+    examples.push_back(std::move(ex));
+  }
+  return examples;
+}
+
+std::vector<Example> read_tsv(const std::string& path) {
+  return parse_tsv(train::read_file(path), path);
+}
+
+std::string format_tsv(const std::vector<Example>& examples) {
+  std::string out;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    check_side(examples[i].input, i, "input");
+    check_side(examples[i].output, i, "output");
+    out += join(examples[i].input);
+    out += '\t';
+    out += join(examples[i].output);
+    out += '\n';
+  }
+  return out;
+}
+
+void write_tsv_atomic(const std::string& path, const std::vector<Example>& examples) {
+  std::string text;
+  try {
+    text = format_tsv(examples);
+  } catch (const Error& e) {
+    fail("write ", path, ": ", e.what());
+  }
+  train::write_file_atomic(path, text);
+}
+
+std::vector<ReferenceSet> group_references(const std::vector<Example>& examples) {
+  std::vector<ReferenceSet> sets;
+  std::map<std::vector<std::string>, std::size_t> index;
+  for (const auto& ex : examples) {
+    const auto found = index.emplace(ex.input, sets.size());
+    if (found.second) sets.push_back(ReferenceSet{ex.input, {}});
+    auto& refs = sets[found.first->second].references;
+    if (std::find(refs.begin(), refs.end(), ex.output) == refs.end()) refs.push_back(ex.output);
+  }
+  return sets;
+}
+
+}  // namespace mona::data

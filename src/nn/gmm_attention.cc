@@ -1,0 +1,507 @@
+// GMM / SAGMM / SAGMM-tr attention modules and autograd functions; see
+// include/mona/nn/gmm_attention.h and mona/core/gmm.h.
+#include "mona/nn/gmm_attention.h"
+
+#include <ATen/Dispatch.h>
+#include <torch/autograd.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "check.h"
+
+namespace mona::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Non-tensor arguments of the autograd function (LibTorch 1.13's custom functions cannot
+// take undefined tensors, so defaults are materialised by the caller).
+struct GmmArgs {
+  core::GmmOptions options;
+  at::Tensor in, out;
+};
+
+at::Tensor saved_or_undefined(AutogradContext* ctx, const char* key) {
+  auto it = ctx->saved_data.find(key);
+  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
+  return it->second.toTensor();
+}
+
+core::GmmOptions load_options(AutogradContext* ctx) {
+  core::GmmOptions o;
+  o.window = static_cast<core::GmmWindow>(ctx->saved_data["window"].toInt());
+  o.radius = ctx->saved_data["radius"].toDouble();
+  o.width = ctx->saved_data["width"].toInt();
+  return o;
+}
+
+struct GmmFn : torch::autograd::Function<GmmFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor mu, at::Tensor variance,
+                            at::Tensor weights, at::Tensor nu, at::Tensor delta, GmmArgs args) {
+    const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
+    at::Tensor alpha = at::empty({B, U, T}, mu.options());
+    const auto grid = detail::make_grid(B, U, T, args.in, args.out);
+    AT_DISPATCH_FLOATING_TYPES(mu.scalar_type(), "gmm_attention", [&] {
+      core::gmm_attention(mu.data_ptr<scalar_t>(), variance.data_ptr<scalar_t>(),
+                          weights.data_ptr<scalar_t>(), nu.data_ptr<scalar_t>(),
+                          delta.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(), H, grid,
+                          args.options);
+    });
+    ctx->save_for_backward({mu, variance, weights, nu, delta});
+    ctx->saved_data["window"] = static_cast<int64_t>(args.options.window);
+    ctx->saved_data["radius"] = args.options.radius;
+    ctx->saved_data["width"] = args.options.width;
+    if (args.in.defined()) ctx->saved_data["in_lens"] = args.in;
+    if (args.out.defined()) ctx->saved_data["out_lens"] = args.out;
+    return alpha;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const at::Tensor &mu = s[0], &variance = s[1], &weights = s[2], &nu = s[3], &delta = s[4];
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
+    const auto grid = detail::make_grid(B, U, T, saved_or_undefined(ctx, "in_lens"),
+                                        saved_or_undefined(ctx, "out_lens"));
+    at::Tensor gmu = at::empty_like(mu), gv = at::empty_like(mu), gw = at::empty_like(mu);
+    at::Tensor gnu = at::empty_like(nu), gd = at::empty_like(nu);
+    const core::GmmOptions o = load_options(ctx);
+    AT_DISPATCH_FLOATING_TYPES(mu.scalar_type(), "gmm_attention_backward", [&] {
+      core::gmm_attention_backward(
+          g.data_ptr<scalar_t>(), mu.data_ptr<scalar_t>(), variance.data_ptr<scalar_t>(),
+          weights.data_ptr<scalar_t>(), nu.data_ptr<scalar_t>(), delta.data_ptr<scalar_t>(),
+          gmu.data_ptr<scalar_t>(), gv.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
+          gnu.data_ptr<scalar_t>(), gd.data_ptr<scalar_t>(), H, grid, o);
+    });
+    return {gmu, gv, gw, gnu, gd, at::Tensor()};
+  }
+};
+
+struct LengthPenaltyFn : torch::autograd::Function<LengthPenaltyFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor mu, at::Tensor nu, double lambda,
+                            GmmArgs args) {
+    const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
+    at::Tensor loss = at::empty({B}, mu.options());
+    const auto grid = detail::make_grid(B, U, T, args.in, args.out);
+    AT_DISPATCH_FLOATING_TYPES(mu.scalar_type(), "gmm_length_penalty", [&] {
+      core::gmm_length_penalty(mu.data_ptr<scalar_t>(), nu.data_ptr<scalar_t>(),
+                               loss.data_ptr<scalar_t>(), H, grid, lambda);
+    });
+    ctx->save_for_backward({mu, nu});
+    ctx->saved_data["lambda"] = lambda;
+    if (args.in.defined()) ctx->saved_data["in_lens"] = args.in;
+    if (args.out.defined()) ctx->saved_data["out_lens"] = args.out;
+    return loss;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const at::Tensor &mu = s[0], &nu = s[1];
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
+    const auto grid = detail::make_grid(B, U, T, saved_or_undefined(ctx, "in_lens"),
+                                        saved_or_undefined(ctx, "out_lens"));
+    at::Tensor gmu = at::empty_like(mu), gnu = at::empty_like(nu);
+    const double lambda = ctx->saved_data["lambda"].toDouble();
+    AT_DISPATCH_FLOATING_TYPES(mu.scalar_type(), "gmm_length_penalty_backward", [&] {
+      core::gmm_length_penalty_backward(g.data_ptr<scalar_t>(), mu.data_ptr<scalar_t>(),
+                                        nu.data_ptr<scalar_t>(), gmu.data_ptr<scalar_t>(),
+                                        gnu.data_ptr<scalar_t>(), H, grid, lambda);
+    });
+    return {gmu, gnu, at::Tensor(), at::Tensor()};
+  }
+};
+
+// nu_j = j + 1 for every row of a [B, T] problem.
+at::Tensor default_positions(int64_t B, int64_t T, const at::TensorOptions& o) {
+  return at::arange(1, T + 1, o).unsqueeze(0).expand({B, T}).contiguous();
+}
+
+// Keys of the positions: K W_delta + b -> [..., T, H] (SAGMM) or [..., T, 0] (GMM).
+class PositionEnergy : public Energy {
+ public:
+  PositionEnergy(int64_t memory_dim, int64_t heads, bool source_aware)
+      : heads_(source_aware ? heads : 0) {
+    if (source_aware) {
+      proj = register_module("proj", torch::nn::Linear(memory_dim, heads));
+      // sigmoid(0) = 0.5; start near one position unit per frame instead.
+      torch::NoGradGuard no_grad;
+      proj->bias.fill_(2.0);
+    }
+  }
+  at::Tensor keys(const at::Tensor& memory) override {
+    if (heads_ == 0) {
+      auto sizes = memory.sizes().vec();
+      sizes.back() = 0;
+      return at::empty(sizes, memory.options());
+    }
+    // K W_delta + b as a per-row product and sum, not proj(memory): a matrix product's
+    // rounding can depend on how many rows it gets (gemv for one frame, gemm for many), and
+    // the positions must not depend on how the input was split into extend() calls
+    // (streaming equals offline exactly).
+    return (memory.unsqueeze(-2) * proj->weight).sum(-1) + proj->bias;
+  }
+  at::Tensor forward(const at::Tensor&, const at::Tensor&) override {
+    TORCH_CHECK(false, "GmmAttention: the position projection is not an energy function");
+  }
+  EnergyScorer scorer(const at::Tensor&) override {
+    TORCH_CHECK(false, "GmmAttention: the position projection has no scorer");
+  }
+  int64_t key_dim() const override { return heads_; }
+  torch::nn::Linear proj{nullptr};
+
+ private:
+  int64_t heads_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Functions
+
+at::Tensor gmm_attention_weights(const at::Tensor& mu, const at::Tensor& variance,
+                                 const at::Tensor& weights, const at::Tensor& nu,
+                                 const at::Tensor& delta, const core::GmmOptions& options,
+                                 const at::Tensor& in_lens, const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::gmm_attention_weights";
+  detail::check_tensor(mu, fn, "mu", 3, "[B, U, H]");
+  detail::check_tensor(variance, fn, "variance", 3, "[B, U, H]");
+  detail::check_like(variance, mu, fn, "variance", "mu");
+  at::Tensor w = weights;
+  if (w.defined()) {
+    detail::check_tensor(w, fn, "weights", 3, "[B, U, H]");
+    detail::check_like(w, mu, fn, "weights", "mu");
+  } else {
+    w = at::ones_like(mu);
+  }
+  const int64_t B = mu.size(0), U = mu.size(1);
+  TORCH_CHECK(nu.defined() || delta.defined() || in_lens.defined(), fn,
+              ": nu, delta or in_lens must be given (they fix T)");
+  const int64_t T = nu.defined() ? nu.size(-1) : delta.defined() ? delta.size(-1)
+                                                               : in_lens.max().item<int64_t>();
+  at::Tensor n = nu, d = delta;
+  if (n.defined()) {
+    detail::check_tensor(n, fn, "nu", 2, "[B, T]");
+    TORCH_CHECK(n.size(0) == B, fn, ": nu: expected [B, T] with B = ", B, ", got ", n.sizes());
+    TORCH_CHECK(n.scalar_type() == mu.scalar_type(), fn, ": nu: expected dtype ",
+                mu.scalar_type(), " (that of mu), got ", n.scalar_type());
+  } else {
+    n = default_positions(B, T, mu.options());
+  }
+  if (d.defined()) {
+    detail::check_tensor(d, fn, "delta", 2, "[B, T]");
+    detail::check_like(d, n, fn, "delta", "nu");
+  } else {
+    d = at::ones({B, T}, mu.options());
+  }
+  options.validate();
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
+  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
+  return GmmFn::apply(mu.contiguous(), variance.contiguous(), w.contiguous(), n.contiguous(),
+                      d.contiguous(), GmmArgs{options, il, ol});
+}
+
+at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double lambda,
+                              const at::Tensor& in_lens, const at::Tensor& out_lens,
+                              int64_t step, int64_t until_step) {
+  const char* fn = "mona::nn::gmm_length_penalty";
+  detail::check_tensor(mu, fn, "mu", 3, "[B, U, H]");
+  const int64_t B = mu.size(0), U = mu.size(1);
+  if (until_step >= 0 && step >= until_step) return at::zeros({B}, mu.options());
+  at::Tensor n = nu;
+  if (n.defined()) {
+    detail::check_tensor(n, fn, "nu", 2, "[B, T]");
+    TORCH_CHECK(n.size(0) == B && n.scalar_type() == mu.scalar_type(), fn,
+                ": nu: expected [B, T] with B = ", B, " and dtype ", mu.scalar_type(), ", got ",
+                n.sizes(), " ", n.scalar_type());
+  } else {
+    TORCH_CHECK(in_lens.defined(), fn, ": nu or in_lens must be given (they fix T)");
+    n = default_positions(B, in_lens.max().item<int64_t>(), mu.options());
+  }
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, n.size(1));
+  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
+  return LengthPenaltyFn::apply(mu.contiguous(), n.contiguous(), lambda,
+                                GmmArgs{core::GmmOptions{}, il, ol});
+}
+
+EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, double p_eos,
+                          at::Generator gen) {
+  const char* fn = "mona::nn::append_eos_frame";
+  detail::check_tensor(memory, fn, "memory", 3, "[B, T, D]");
+  TORCH_CHECK(p_eos >= 0.0 && p_eos <= 1.0, fn, ": p_eos must lie in [0, 1], got ", p_eos);
+  const int64_t B = memory.size(0), T = memory.size(1), D = memory.size(2);
+  at::Tensor lens = detail::check_lengths(lengths, fn, "lengths", B, T);
+  if (!lens.defined()) lens = at::full({B}, T, at::kLong);
+  const at::Tensor draw = gen.defined() ? at::rand({B}, gen, at::kDouble) : at::rand({B}, at::kDouble);
+  EosBatch out;
+  out.appended = draw < p_eos;
+  out.memory = at::cat({memory, at::zeros({B, 1, D}, memory.options())}, 1);
+  const auto* l = lens.data_ptr<int64_t>();
+  const auto* a = out.appended.data_ptr<bool>();
+  for (int64_t b = 0; b < B; ++b) {
+    if (a[b]) out.memory.select(0, b).select(0, l[b]).fill_(1.0);
+  }
+  out.lengths = lens + out.appended.to(at::kLong);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Modules
+
+void GmmAttentionOptions::validate(const char* who) const {
+  TORCH_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
+  TORCH_CHECK(std::isfinite(max_step), who, ": max_step must be finite, got ", max_step);
+  TORCH_CHECK(std::isfinite(min_variance) && min_variance > 0, who,
+              ": min_variance must be finite and > 0, got ", min_variance);
+  TORCH_CHECK(std::isfinite(init_step_bias), who, ": init_step_bias must be finite, got ",
+              init_step_bias);
+  window.validate();
+}
+
+int64_t GmmHardState::touched() const {
+  int64_t t = 0;
+  for (const auto& c : cursors) t += c.touched;
+  return t;
+}
+
+GmmAttention::GmmAttention(const AttentionOptions& options, const GmmAttentionOptions& gmm)
+    : Attention(options), gmm_(gmm) {
+  options_.validate("GmmAttention");
+  gmm_.validate("GmmAttention");
+  const int64_t H = gmm_.num_heads;
+  query_proj = register_module("query_proj", torch::nn::Linear(options_.query_dim, 3 * H));
+  {
+    torch::NoGradGuard no_grad;
+    query_proj->bias.narrow(0, 0, H).fill_(gmm_.init_step_bias);  // Delta = softplus(.)
+    query_proj->bias.narrow(0, H, H).fill_(0.5);                  // variance about 1
+  }
+  position_energy = register_module(
+      "position", std::make_shared<PositionEnergy>(options_.memory_dim, H, gmm_.source_aware));
+  reseed_noise(options_.seed);
+}
+
+at::Tensor GmmAttention::initial_state(const Memory& memory) const {
+  return torch::zeros({memory.batch(), gmm_.num_heads}, memory.values.options());
+}
+
+GmmAttention::Params GmmAttention::params(const at::Tensor& queries) {
+  const int64_t H = gmm_.num_heads;
+  const at::Tensor raw = query_proj(queries);
+  Params p;
+  p.step = torch::nn::functional::softplus(raw.narrow(-1, 0, H));
+  if (gmm_.max_step > 0) p.step = torch::clamp(p.step, 0.0, gmm_.max_step);
+  p.variance = torch::nn::functional::softplus(raw.narrow(-1, H, H)) + gmm_.min_variance;
+  p.weights = torch::softmax(raw.narrow(-1, 2 * H, H), -1);
+  return p;
+}
+
+std::pair<at::Tensor, at::Tensor> GmmAttention::positions(const Memory& memory) const {
+  const int64_t B = memory.batch(), T = memory.in_len(), H = gmm_.num_heads;
+  if (!gmm_.source_aware) {
+    const auto o = memory.values.options();
+    return {at::arange(1, T + 1, o).view({1, 1, T}).expand({B, H, T}),
+            at::ones({B, H, T}, o)};
+  }
+  const at::Tensor delta = torch::sigmoid(memory.keys).permute({0, 2, 1});  // [B, H, T]
+  return {torch::cumsum(delta, -1), delta};
+}
+
+at::Tensor GmmAttention::weights_of(const at::Tensor& mu, const at::Tensor& variance,
+                                    const at::Tensor& weights, const Memory& memory,
+                                    const at::Tensor& out_lengths) {
+  const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = memory.in_len();
+  auto fold = [&](const at::Tensor& x) {  // [B, U, H] -> [B*H, U, 1]
+    return x.permute({0, 2, 1}).reshape({B * H, U, 1});
+  };
+  auto [nu, delta] = positions(memory);
+  at::Tensor il = memory.lengths.defined() ? memory.lengths.repeat_interleave(H) : at::Tensor();
+  at::Tensor ol = out_lengths.defined() ? out_lengths.repeat_interleave(H) : at::Tensor();
+  const at::Tensor alpha = gmm_attention_weights(
+      fold(mu), fold(variance), fold(weights), nu.reshape({B * H, T}),
+      delta.reshape({B * H, T}), gmm_.window, il, ol);
+  return alpha.view({B, H, U, T}).sum(1);
+}
+
+StepOutput GmmAttention::step(const at::Tensor& query, const Memory& memory,
+                              const at::Tensor& state) {
+  const char* fn = "GmmAttention::step";
+  detail::check_tensor(query, fn, "query", 2, "[B, Dq]");
+  TORCH_CHECK(query.size(0) == memory.batch() && query.size(1) == options_.query_dim, fn,
+              ": query: expected [B, Dq] = [", memory.batch(), ", ", options_.query_dim,
+              "], got ", query.sizes());
+  detail::check_tensor(state, fn, "state", 2, "[B, H]");
+  TORCH_CHECK(state.size(0) == memory.batch() && state.size(1) == gmm_.num_heads, fn,
+              ": state: expected mu of the previous step [B, H] = [", memory.batch(), ", ",
+              gmm_.num_heads, "], got ", state.sizes());
+  const Params p = params(query.unsqueeze(1));
+  const at::Tensor mu = state.unsqueeze(1) + p.step;  // [B, 1, H]
+  StepOutput out;
+  out.weights = weights_of(mu, p.variance, p.weights, memory, {}).squeeze(1);
+  out.context = torch::bmm(out.weights.unsqueeze(1), memory.values).squeeze(1);
+  out.state = mu.squeeze(1);
+  return out;
+}
+
+SequenceOutput GmmAttention::forward(const at::Tensor& queries, const Memory& memory,
+                                     const at::Tensor& out_lengths) {
+  const char* fn = "GmmAttention::forward";
+  detail::check_tensor(queries, fn, "queries", 3, "[B, U, Dq]");
+  TORCH_CHECK(queries.size(0) == memory.batch() && queries.size(2) == options_.query_dim, fn,
+              ": queries: expected [B, U, Dq] = [", memory.batch(), ", U, ",
+              options_.query_dim, "], got ", queries.sizes());
+  const at::Tensor ol =
+      detail::check_lengths(out_lengths, fn, "out_lengths", queries.size(0), queries.size(1));
+  const Params p = params(queries);
+  const at::Tensor mu = torch::cumsum(p.step, 1);  // eq. 5 with mu(-1) = 0
+  SequenceOutput out;
+  out.weights = weights_of(mu, p.variance, p.weights, memory, ol);
+  out.alignment = out.weights;
+  out.contexts = torch::bmm(out.weights, memory.values);
+  return out;
+}
+
+HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                                       HardState& state) {
+  // Copy the per-hypothesis part (the positions are shared), step the copy, publish it as
+  // a new immutable extension: copies of `state` made before this call are unaffected.
+  std::shared_ptr<GmmHardState> next;
+  if (state.extension) {
+    const auto* cur = dynamic_cast<const GmmHardState*>(state.extension.get());
+    TORCH_CHECK(cur != nullptr,
+                "GmmAttention::hard_step: HardState::extension holds another mechanism's "
+                "state; start GMM decoding from a default HardState");
+    next = std::make_shared<GmmHardState>(*cur);
+  } else {
+    next = std::make_shared<GmmHardState>();
+  }
+  HardStepOutput out = hard_step(query, memory, *next);
+  if (out.status == HardStatus::kEmitted) state.t = out.index;
+  state.extension = std::move(next);
+  return out;
+}
+
+HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                                       GmmHardState& state) {
+  const char* fn = "GmmAttention::hard_step";
+  TORCH_CHECK(query.defined() && query.device().is_cpu(), fn,
+              ": query: expected a defined CPU tensor");
+  TORCH_CHECK(query.numel() == options_.query_dim, fn, ": query: expected Dq = ",
+              options_.query_dim, " values, got ", query.sizes());
+  torch::NoGradGuard no_grad;
+  const int64_t H = gmm_.num_heads, n = memory.size();
+  if (state.cursors.empty()) {
+    state.mu.assign(H, 0.0);
+    state.cursors.assign(H, core::GmmCursor());
+    state.done.assign(H, 0);
+    state.begin.assign(H, 0);
+    state.end.assign(H, 0);
+    state.window_weights.assign(H, {});
+  }
+  TORCH_CHECK(static_cast<int64_t>(state.mu.size()) == H, fn, ": state has ", state.mu.size(),
+              " heads, the module ", H, "; start from a fresh GmmHardState");
+  TORCH_CHECK(n >= state.frames, fn, ": the memory has ", n, " frames, fewer than the ",
+              state.frames, " this state has seen (memory reset?); start from a fresh state");
+  if (!state.positions) {
+    state.positions = std::make_shared<GmmPositions>();
+    state.positions->nu.assign(H, {});
+    state.positions->delta.assign(H, {});
+  }
+  GmmPositions& pos = *state.positions;
+  TORCH_CHECK(pos.frames <= n, fn, ": the state's shared positions cover ", pos.frames,
+              " frames but the memory has ", n,
+              " (a state of another stream or utterance?); start from a fresh state");
+  // Positions of frames no copy has computed yet (running sum of delta), appended to the
+  // shared positions: O(new frames) per call, and each frame is computed once per stream.
+  if (n > pos.frames) {
+    at::Tensor logits;
+    if (gmm_.source_aware) {
+      logits = memory.keys().narrow(0, pos.frames, n - pos.frames).to(at::kDouble).contiguous();
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      auto& nu = pos.nu[h];
+      auto& de = pos.delta[h];
+      double sum = nu.empty() ? 0.0 : nu.back();
+      for (int64_t j = pos.frames; j < n; ++j) {
+        double d = 1.0;
+        if (gmm_.source_aware) {
+          d = 1.0 / (1.0 + std::exp(-logits.data_ptr<double>()[(j - pos.frames) * H + h]));
+        }
+        de.push_back(d);
+        nu.push_back(gmm_.source_aware ? (sum += d) : static_cast<double>(j + 1));
+      }
+    }
+    pos.frames = n;
+  }
+  state.frames = n;
+  const Params p = params(query.reshape({1, 1, options_.query_dim}));
+  const at::Tensor steps = p.step.reshape({H}).to(at::kDouble).contiguous();
+  const at::Tensor var = p.variance.reshape({H}).to(at::kDouble).contiguous();
+  const at::Tensor mix = p.weights.reshape({H}).to(at::kDouble).contiguous();
+  HardStepOutput out;
+  // Scratch for one head's window weights; gmm_online_step wants room for n values. Kept
+  // per thread and only grown, so a step costs no O(n) allocation or fill.
+  thread_local std::vector<double> buf;
+  if (buf.size() < static_cast<size_t>(std::max<int64_t>(n, 1))) {
+    buf.resize(static_cast<size_t>(std::max<int64_t>({n, 2 * static_cast<int64_t>(buf.size()), 16})));
+  }
+  bool all = true;
+  for (int64_t h = 0; h < H; ++h) {
+    if (state.done[h]) continue;
+    const double mu = state.mu[h] + steps.data_ptr<double>()[h];
+    const auto r = core::gmm_online_step(mu, var.data_ptr<double>()[h], pos.nu[h].data(),
+                                         pos.delta[h].data(), n, memory.finished(),
+                                         gmm_.window, state.cursors[h], buf.data());
+    out.monotonic_energies += r.touched;
+    if (r.status == core::GmmStepStatus::kEmitted) {
+      state.done[h] = 1;
+      state.begin[h] = r.begin;
+      state.end[h] = r.end;
+      state.window_weights[h].assign(buf.begin(), buf.begin() + (r.end - r.begin));
+    } else {
+      all = false;
+    }
+  }
+  if (!all) {
+    out.status = HardStatus::kNeedMoreInput;
+    return out;
+  }
+  // Every head emitted: mix the windows, form the context, advance mu.
+  int64_t begin = n, end = 0;
+  for (int64_t h = 0; h < H; ++h) {
+    if (state.end[h] > state.begin[h]) {
+      begin = std::min(begin, state.begin[h]);
+      end = std::max(end, state.end[h]);
+    }
+  }
+  if (end <= begin) begin = end = 0;
+  const at::Tensor values = memory.values();
+  const auto vopt = n > 0 ? values.options() : query.options();
+  at::Tensor w = torch::zeros({end - begin}, at::kDouble);
+  double* wp = w.data_ptr<double>();
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t j = state.begin[h]; j < state.end[h]; ++j) {
+      wp[j - begin] += mix.data_ptr<double>()[h] * state.window_weights[h][j - state.begin[h]];
+    }
+    state.mu[h] += steps.data_ptr<double>()[h];
+    state.done[h] = 0;
+  }
+  out.status = HardStatus::kEmitted;
+  out.weights = w.to(vopt.dtype());
+  out.begin = begin;
+  out.index = end - 1;
+  out.context = end > begin ? torch::matmul(out.weights, values.narrow(0, begin, end - begin))
+                            : torch::zeros({options_.memory_dim}, vopt);
+  return out;
+}
+
+SagmmAttention::SagmmAttention(const AttentionOptions& options, GmmAttentionOptions gmm)
+    : GmmAttention(options, [&] {
+        gmm.source_aware = true;
+        return gmm;
+      }()) {}
+
+}  // namespace mona::nn

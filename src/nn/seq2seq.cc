@@ -1,0 +1,393 @@
+// Sequence-to-sequence model; see include/mona/nn/seq2seq.h.
+#include "mona/nn/seq2seq.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "check.h"
+#include "mona/nn/gmm_attention.h"
+
+namespace mona::nn {
+
+namespace {
+constexpr int64_t kPad = 0, kBos = 1, kEos = 2;  // mona::data::Vocabulary's reserved ids
+
+int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / 2 + 1 : 0; }  // 3x3, stride 2, pad 1
+}  // namespace
+
+void ModelOptions::validate() const {
+  const char* w = "ModelOptions";
+  TORCH_CHECK(input_kind == "symbols" || input_kind == "features", w,
+              ": input_kind must be \"symbols\" or \"features\", got \"", input_kind, "\"");
+  if (input_kind == "symbols") {
+    TORCH_CHECK(input_vocab > 0, w, ": input_vocab must be > 0 for symbol inputs, got ", input_vocab);
+    TORCH_CHECK(embedding_dim > 0, w, ": embedding_dim must be > 0, got ", embedding_dim);
+  } else {
+    TORCH_CHECK(feature_dim > 0, w, ": feature_dim must be > 0 for feature inputs, got ", feature_dim);
+    TORCH_CHECK(conv_channels > 0, w, ": conv_channels must be > 0, got ", conv_channels);
+  }
+  TORCH_CHECK(encoder_layers >= 1, w, ": encoder_layers must be >= 1, got ", encoder_layers);
+  TORCH_CHECK(encoder_hidden > 0, w, ": encoder_hidden must be > 0, got ", encoder_hidden);
+  TORCH_CHECK(projection_dim >= 0, w, ": projection_dim must be >= 0, got ", projection_dim);
+  TORCH_CHECK(output_vocab > 3, w, ": output_vocab must be > 3 (4 reserved symbols), got ", output_vocab);
+  TORCH_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
+  TORCH_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
+  TORCH_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);
+  TORCH_CHECK(attention == "soft" || attention == "monotonic" || attention == "mocha" ||
+                  attention == "matcha" || attention == "gmm" || attention == "sagmm" ||
+                  attention == "sagmm-tr" || attention == "sagmm-fixed",
+              w, ": attention must be soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr or "
+              "sagmm-fixed, got \"", attention, "\"");
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoder
+
+Encoder::Encoder(const ModelOptions& o) : options_(o) {
+  o.validate();
+  int64_t in_dim = 0;
+  if (o.input_kind == "symbols") {
+    embedding = register_module(
+        "embedding",
+        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.input_vocab, o.embedding_dim).padding_idx(kPad)));
+    in_dim = o.embedding_dim;
+  } else {
+    auto conv = [](int64_t in, int64_t out) {
+      return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(2).padding(1));
+    };
+    conv1 = register_module("conv1", conv(1, o.conv_channels));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(o.conv_channels));
+    conv2 = register_module("conv2", conv(o.conv_channels, o.conv_channels));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(o.conv_channels));
+    in_dim = o.conv_channels * conv_out(conv_out(o.feature_dim));
+  }
+  for (int64_t l = 0; l < o.encoder_layers; ++l) {
+    auto lstm = torch::nn::LSTM(
+        torch::nn::LSTMOptions(in_dim, o.encoder_hidden).batch_first(true).bidirectional(o.bidirectional));
+    lstms_.push_back(register_module("lstm" + std::to_string(l), lstm));
+    in_dim = o.encoder_hidden * (o.bidirectional ? 2 : 1);
+    if (o.projection_dim > 0) {
+      projections_.push_back(register_module("proj" + std::to_string(l),
+                                             torch::nn::Linear(in_dim, o.projection_dim)));
+      in_dim = o.projection_dim;
+    }
+  }
+  output_dim_ = in_dim;
+}
+
+int64_t Encoder::output_length(int64_t T) const {
+  return options_.input_kind == "symbols" ? T : conv_out(conv_out(T));
+}
+
+at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
+  const int64_t T = x.size(1);
+  for (size_t l = 0; l < lstms_.size(); ++l) {
+    if (options_.bidirectional) {
+      auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths.clamp_min(1), true, false);
+      auto out = std::get<0>(lstms_[l]->forward_with_packed_input(packed));
+      x = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(out, true, 0.0, T));
+    } else {
+      x = std::get<0>(lstms_[l]->forward(x));
+    }
+    if (options_.dropout > 0 && l + 1 < lstms_.size()) {
+      x = torch::dropout(x, options_.dropout, is_training());
+    }
+    if (!projections_.empty()) x = projections_[l]->forward(x);
+  }
+  return x;
+}
+
+std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, const at::Tensor& lengths) {
+  const char* fn = "Encoder::forward";
+  TORCH_CHECK(inputs.defined() && inputs.device().is_cpu(), fn, ": inputs: expected a CPU tensor");
+  const at::Tensor lens = detail::check_lengths(lengths, fn, "lengths", inputs.size(0), inputs.size(1));
+  TORCH_CHECK(lens.defined(), fn, ": lengths must be given");
+  at::Tensor x;
+  at::Tensor out_lens = lens;
+  if (options_.input_kind == "symbols") {
+    TORCH_CHECK(inputs.dim() == 2 && inputs.scalar_type() == at::kLong, fn,
+                ": inputs: expected int64 symbols [B, T], got ", inputs.scalar_type(), " ", inputs.sizes());
+    const int64_t V = options_.input_vocab;
+    TORCH_CHECK(inputs.numel() == 0 || (inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < V),
+                fn, ": inputs: symbol ids must lie in [0, ", V, ")");
+    x = embedding(inputs);
+  } else {
+    TORCH_CHECK(inputs.dim() == 3 && inputs.size(2) == options_.feature_dim, fn,
+                ": inputs: expected features [B, T, F = ", options_.feature_dim, "], got ", inputs.sizes());
+    const int64_t T = inputs.size(1);
+    auto time_mask = [](const at::Tensor& l, int64_t n, const at::TensorOptions& opt) {
+      return (torch::arange(n, torch::kLong).unsqueeze(0) < l.unsqueeze(1)).to(opt.dtype());
+    };
+    x = inputs * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
+    x = torch::relu(bn1(conv1(x.unsqueeze(1))));                    // [B, C, T1, F1]
+    const at::Tensor l1 = (lens - 1).div(2, "floor") + 1;
+    const at::Tensor l1z = torch::where(lens > 0, l1, torch::zeros_like(l1));
+    x = x * time_mask(l1z, x.size(2), x.options()).unsqueeze(1).unsqueeze(3);  // as padded alone
+    x = torch::relu(bn2(conv2(x)));                                  // [B, C, T2, F2]
+    out_lens = torch::where(l1z > 0, (l1z - 1).div(2, "floor") + 1, torch::zeros_like(l1z));
+    x = x.permute({0, 2, 1, 3}).reshape({x.size(0), x.size(2), -1});
+  }
+  return {run_layers(x, out_lens), out_lens};
+}
+
+at::Tensor Encoder::conv1_frame(const EncoderStream& s, int64_t k, int64_t T) {
+  const int64_t F = options_.feature_dim;
+  std::vector<at::Tensor> rows;
+  for (int64_t t = 2 * k - 1; t <= 2 * k + 1; ++t) {
+    rows.push_back(t >= 0 && t < T ? s.raw_frames[t] : torch::zeros({F}, s.raw_frames[0].options()));
+  }
+  auto window = torch::stack(rows).view({1, 1, 3, F});
+  auto y = torch::conv2d(window, conv1->weight, conv1->bias, at::IntArrayRef({1, 2}), at::IntArrayRef({0, 1}));
+  return torch::relu(bn1(y)).view({options_.conv_channels, -1});  // [C, F1]
+}
+
+at::Tensor Encoder::conv2_frame(const EncoderStream& s, int64_t m, int64_t T1) {
+  const auto& ref = s.conv1_frames[0];
+  std::vector<at::Tensor> rows;
+  for (int64_t t = 2 * m - 1; t <= 2 * m + 1; ++t) {
+    rows.push_back(t >= 0 && t < T1 ? s.conv1_frames[t] : torch::zeros_like(ref));
+  }
+  auto window = torch::stack(rows, 1).unsqueeze(0);  // [1, C, 3, F1]
+  auto y = torch::conv2d(window, conv2->weight, conv2->bias, at::IntArrayRef({1, 2}), at::IntArrayRef({0, 1}));
+  return torch::relu(bn2(y)).reshape({-1});  // [C * F2], channel-major as in forward()
+}
+
+at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool finished) {
+  const char* fn = "Encoder::stream";
+  TORCH_CHECK(!s.finished, fn, ": the stream is already finished");
+  TORCH_CHECK(!is_training(), fn, ": call eval() before streaming");
+  const bool symbols = options_.input_kind == "symbols";
+  if (inputs.defined() && inputs.numel() > 0) {
+    if (symbols) {
+      TORCH_CHECK(inputs.dim() == 1 && inputs.scalar_type() == at::kLong, fn,
+                  ": inputs: expected int64 symbols [n], got ", inputs.scalar_type(), " ", inputs.sizes());
+      TORCH_CHECK(inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < options_.input_vocab,
+                  fn, ": inputs: symbol ids must lie in [0, ", options_.input_vocab, ")");
+    } else {
+      TORCH_CHECK(inputs.dim() == 2 && inputs.size(1) == options_.feature_dim, fn,
+                  ": inputs: expected frames [n, F = ", options_.feature_dim, "], got ", inputs.sizes());
+    }
+  }
+  s.finished = finished;
+  // Encoder-layer inputs that became available: [n, D] rows.
+  std::vector<at::Tensor> layer_in;
+  if (symbols) {
+    if (inputs.defined() && inputs.numel() > 0) {
+      auto e = embedding(inputs);
+      for (int64_t t = 0; t < e.size(0); ++t) layer_in.push_back(e[t]);
+    }
+  } else {
+    if (inputs.defined()) {
+      for (int64_t t = 0; t < inputs.size(0); ++t) s.raw_frames.push_back(inputs[t].clone());
+    }
+    const int64_t T = static_cast<int64_t>(s.raw_frames.size());
+    const int64_t T1_final = conv_out(T);
+    while (true) {  // first conv layer frames whose receptive field is complete
+      const int64_t k = static_cast<int64_t>(s.conv1_frames.size());
+      const bool ready = finished ? k < T1_final : 2 * k + 1 < T;
+      if (!ready) break;
+      s.conv1_frames.push_back(conv1_frame(s, k, finished ? T : T + 1));
+    }
+    const int64_t T1 = static_cast<int64_t>(s.conv1_frames.size());
+    const int64_t T2_final = conv_out(T1_final);
+    while (true) {
+      const int64_t m = s.conv2_done;
+      const bool ready = finished ? m < T2_final : 2 * m + 1 < T1;
+      if (!ready) break;
+      layer_in.push_back(conv2_frame(s, m, finished ? T1 : T1 + 1));
+      ++s.conv2_done;
+    }
+  }
+  if (options_.bidirectional) {  // offline only: wait for the whole input
+    for (auto& r : layer_in) s.pending_inputs.push_back(r);
+    if (!finished || s.pending_inputs.empty()) return torch::zeros({0, output_dim_});
+    auto x = torch::stack(s.pending_inputs).unsqueeze(0);
+    auto lens = torch::full({1}, x.size(1), torch::kLong);
+    return run_layers(x, lens)[0];
+  }
+  std::vector<at::Tensor> out;
+  if (s.h.empty()) {
+    s.h.resize(lstms_.size());
+    s.c.resize(lstms_.size());
+  }
+  for (auto& row : layer_in) {  // one element at a time: chunking never changes results
+    at::Tensor x = row.view({1, 1, -1});
+    for (size_t l = 0; l < lstms_.size(); ++l) {
+      torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
+      if (s.h[l].defined()) hx = std::make_tuple(s.h[l], s.c[l]);
+      auto res = lstms_[l]->forward(x, hx);
+      x = std::get<0>(res);
+      s.h[l] = std::get<0>(std::get<1>(res));
+      s.c[l] = std::get<1>(std::get<1>(res));
+      if (!projections_.empty()) x = projections_[l]->forward(x);
+    }
+    out.push_back(x.view({-1}));
+  }
+  if (out.empty()) return torch::zeros({0, output_dim_});
+  return torch::stack(out);
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoder
+
+Decoder::Decoder(const ModelOptions& o, int64_t memory_dim) : options_(o) {
+  embedding = register_module("embedding", torch::nn::Embedding(o.output_vocab, o.decoder_embedding_dim));
+  cell = register_module("cell", torch::nn::LSTMCell(o.decoder_embedding_dim + memory_dim, o.decoder_hidden));
+  output = register_module("output", torch::nn::Linear(o.decoder_hidden + memory_dim, o.output_vocab));
+  dropout = register_module("dropout", torch::nn::Dropout(o.dropout));
+  AttentionOptions a = o.attention_options;
+  a.query_dim = o.decoder_hidden;
+  a.memory_dim = memory_dim;
+  attention = register_module("attention", make_attention(o.attention, a));
+}
+
+at::Tensor Decoder::output_logits(const at::Tensor& h, const at::Tensor& context) {
+  return output(dropout(torch::cat({h, context}, -1)));
+}
+
+std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const Memory& memory,
+                                                   at::Tensor* states) {
+  const int64_t B = y_in.size(0), U = y_in.size(1);
+  at::Tensor h = torch::zeros({B, options_.decoder_hidden}, memory.values.options());
+  at::Tensor c = torch::zeros_like(h);
+  at::Tensor state = attention->initial_state(memory);
+  const at::Tensor emb = embedding(y_in);  // [B, U, E]
+  std::vector<at::Tensor> logits, weights, kept;
+  for (int64_t i = 0; i < U; ++i) {
+    StepOutput att = attention->step(h, memory, state);
+    auto hc = cell(torch::cat({emb.select(1, i), att.context}, 1), std::make_tuple(h, c));
+    h = std::get<0>(hc);
+    c = std::get<1>(hc);
+    logits.push_back(output_logits(h, att.context));
+    weights.push_back(att.weights);
+    state = att.state;
+    if (states && state.defined()) kept.push_back(state);
+  }
+  if (states) *states = kept.empty() ? at::Tensor() : torch::stack(kept, 1);
+  return {torch::stack(logits, 1), torch::stack(weights, 1)};
+}
+
+at::Tensor Decoder::expected_step(int64_t y_prev, at::Tensor& h, at::Tensor& c, at::Tensor& alignment,
+                                  const Memory& memory, at::Tensor* weights) {
+  StepOutput att = attention->step(h, memory, alignment);
+  auto emb = embedding(torch::full({1}, y_prev, torch::kLong));
+  auto hc = cell(torch::cat({emb, att.context}, 1), std::make_tuple(h, c));
+  h = std::get<0>(hc);
+  c = std::get<1>(hc);
+  alignment = att.state;
+  if (weights) *weights = att.weights;
+  return torch::log_softmax(output_logits(h, att.context), -1).view({-1});
+}
+
+DecoderState Decoder::initial_state() const {
+  DecoderState s;
+  const auto opt = embedding->weight.options();
+  s.h = torch::zeros({1, options_.decoder_hidden}, opt);
+  s.c = torch::zeros({1, options_.decoder_hidden}, opt);
+  return s;
+}
+
+DecoderStep Decoder::hard_step(int64_t y_prev, const DecoderState& state, const OnlineMemory& memory) {
+  DecoderStep step;
+  step.next = state;
+  step.attention = attention->hard_step(state.h.view({-1}), memory, step.next.attention);
+  step.status = step.attention.status;
+  if (step.status == HardStatus::kNeedMoreInput) return step;
+  const at::Tensor ctx = step.attention.context.view({1, -1});
+  auto emb = embedding(torch::full({1}, y_prev, torch::kLong));
+  auto hc = cell(torch::cat({emb, ctx}, 1), std::make_tuple(state.h, state.c));
+  step.next.h = std::get<0>(hc);
+  step.next.c = std::get<1>(hc);
+  step.log_probs = torch::log_softmax(output_logits(step.next.h, ctx), -1).view({-1});
+  return step;
+}
+
+// ---------------------------------------------------------------------------------------
+// Seq2Seq
+
+Seq2Seq::Seq2Seq(ModelOptions options) : options_(std::move(options)) {
+  options_.validate();
+  encoder = register_module("encoder", std::make_shared<Encoder>(options_));
+  decoder = register_module("decoder", std::make_shared<Decoder>(options_, encoder->output_dim()));
+}
+
+at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
+                         const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
+                         at::Tensor* weights, int64_t* tokens,
+                         const LengthPenaltyOptions* length_penalty) {
+  const char* fn = "Seq2Seq::loss";
+  TORCH_CHECK(targets.dim() == 2 && targets.scalar_type() == at::kLong, fn,
+              ": targets: expected int64 [B, U], got ", targets.scalar_type(), " ", targets.sizes());
+  TORCH_CHECK(targets.size(0) == inputs.size(0), fn, ": targets: batch ", targets.size(0),
+              " differs from inputs' ", inputs.size(0));
+  const at::Tensor tl = detail::check_lengths(target_lengths, fn, "target_lengths", targets.size(0), targets.size(1));
+  TORCH_CHECK(tl.defined(), fn, ": target_lengths must be given");
+  TORCH_CHECK(smoothing.uniform >= 0 && smoothing.uniform < 1, fn,
+              ": uniform label smoothing must lie in [0, 1), got ", smoothing.uniform);
+  TORCH_CHECK(smoothing.localized.empty() || smoothing.localized.size() == 4, fn,
+              ": localized label smoothing needs 4 weights (offsets -2, -1, +1, +2), got ",
+              smoothing.localized.size());
+  if (length_penalty) {
+    TORCH_CHECK(std::isfinite(length_penalty->lambda) && length_penalty->lambda >= 0, fn,
+                ": LengthPenaltyOptions.lambda must be finite and >= 0, got ",
+                length_penalty->lambda);
+  }
+  auto* gmm = dynamic_cast<GmmAttention*>(decoder->attention.get());
+  const bool penalise = length_penalty && gmm && length_penalty->lambda > 0 &&
+                        (length_penalty->until_step < 0 ||
+                         length_penalty->step < length_penalty->until_step);
+  auto [memory, mlens] = encoder->forward(inputs, lengths);
+  const Memory mem = decoder->attention->prepare(memory, mlens);
+  const int64_t B = targets.size(0), U = targets.size(1) + 1, V = options_.output_vocab;
+  // y_in = <s> y_1 .. y_L ; y_out = y_1 .. y_L </s> ; padding beyond.
+  at::Tensor y_out = torch::full({B, U}, kPad, torch::kLong);
+  y_out.narrow(1, 0, U - 1).copy_(targets);
+  const at::Tensor pos = torch::arange(U, torch::kLong).unsqueeze(0).expand({B, U});
+  y_out = torch::where(pos == tl.unsqueeze(1), torch::full_like(y_out, kEos), y_out);
+  const at::Tensor valid = pos <= tl.unsqueeze(1);  // [B, U]
+  y_out = torch::where(valid, y_out, torch::full_like(y_out, kPad));
+  at::Tensor y_in = torch::cat({torch::full({B, 1}, kBos, torch::kLong), y_out.narrow(1, 0, U - 1)}, 1);
+  y_in = torch::where(y_in == kEos, torch::full_like(y_in, kPad), y_in);
+  at::Tensor states;
+  auto [logits, w] = decoder->forward(y_in, mem, penalise ? &states : nullptr);
+  const at::Tensor log_probs = torch::log_softmax(logits, -1);  // [B, U, V]
+  // Target distribution q [B, U, V].
+  const auto fopt = log_probs.options();
+  at::Tensor q = torch::zeros({B, U, V}, fopt);
+  const at::Tensor validf = valid.to(fopt.dtype());
+  q.scatter_add_(2, y_out.unsqueeze(2), validf.unsqueeze(2));
+  if (!smoothing.localized.empty()) {
+    const int64_t offsets[4] = {-2, -1, 1, 2};
+    for (int k = 0; k < 4; ++k) {
+      const int64_t d = offsets[k];
+      if (std::abs(d) >= U) continue;
+      // neighbour index i + d must be a valid position of the same sequence
+      at::Tensor nb = torch::roll(y_out, -d, 1);
+      at::Tensor nb_valid = torch::roll(valid, -d, 1) & valid;
+      if (d > 0) nb_valid.narrow(1, U - d, d).fill_(false);
+      else nb_valid.narrow(1, 0, -d).fill_(false);
+      q.scatter_add_(2, nb.unsqueeze(2), (nb_valid.to(fopt.dtype()) * smoothing.localized[k]).unsqueeze(2));
+    }
+    q = q / q.sum(-1, true).clamp_min(1e-30);
+  }
+  if (smoothing.uniform > 0) {
+    q = (1 - smoothing.uniform) * q + smoothing.uniform / static_cast<double>(V) * validf.unsqueeze(2);
+  }
+  const at::Tensor n = validf.sum();
+  if (tokens) *tokens = n.item<int64_t>();
+  if (weights) *weights = w;
+  at::Tensor loss = -(q * log_probs).sum() / n.clamp_min(1);
+  if (penalise) {
+    // Heads folded into the batch: mu [B, U, H] -> [B*H, U, 1], nu [B, H, T] -> [B*H, T].
+    const int64_t H = states.size(2), T = mem.in_len();
+    const at::Tensor mu = states.permute({0, 2, 1}).reshape({B * H, U, 1});
+    const at::Tensor nu = gmm->positions(mem).first.reshape({B * H, T});
+    const at::Tensor per_head = gmm_length_penalty(
+        mu, nu, length_penalty->lambda, mlens.repeat_interleave(H), (tl + 1).repeat_interleave(H));
+    loss = loss + per_head.view({B, H}).sum(1).mean();
+  }
+  return loss;
+}
+
+}  // namespace mona::nn

@@ -1,0 +1,432 @@
+// Training runs, checkpoints and evaluation; see include/mona/train/trainer.h.
+#include "mona/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "mona/core/error.h"
+#include "mona/stream/stream.h"
+#include "mona/train/config_io.h"
+#include "mona/train/files.h"
+#include "mona/train/log.h"
+#include "mona/train/plot.h"
+
+namespace mona::train {
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------
+// Transducer and checkpoints
+
+std::vector<int64_t> Transducer::encode_input(const std::vector<std::string>& tokens) const {
+  return input_vocab.encode(tokens);
+}
+
+std::vector<std::string> Transducer::decode_output(const std::vector<int64_t>& ids) const {
+  return output_vocab.decode(ids);
+}
+
+namespace {
+constexpr const char* kFormat = "mona-checkpoint-1";
+
+std::string read_string(torch::serialize::InputArchive& a, const char* key) {
+  c10::IValue v;
+  a.read(key, v);
+  return v.toStringRef();
+}
+int64_t read_int(torch::serialize::InputArchive& a, const char* key) {
+  c10::IValue v;
+  a.read(key, v);
+  return v.toInt();
+}
+double read_double(torch::serialize::InputArchive& a, const char* key) {
+  c10::IValue v;
+  a.read(key, v);
+  return v.toDouble();
+}
+
+at::Generator global_generator() { return at::globalContext().defaultGenerator(at::kCPU); }
+
+// Reads the checkpoint's archive: container checks first (mona::Error naming the file),
+// then LibTorch's own parsing (its errors are rewrapped with the file name).
+void open_archive(const std::string& path, torch::serialize::InputArchive& archive) {
+  const std::string payload = read_checkpoint(path);
+  try {
+    std::istringstream in(payload);
+    archive.load_from(in);
+    detail::check(read_string(archive, "meta/format") == kFormat, "checkpoint ", path,
+                  ": not a ", kFormat, " archive");
+  } catch (const mona::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    detail::fail("checkpoint ", path, ": unreadable archive (", what, ")");
+  }
+}
+
+std::shared_ptr<nn::Seq2Seq> build_model(Config& config, const data::Vocabulary& in,
+                                         const data::Vocabulary& out) {
+  config.model.input_vocab = in.size();
+  config.model.output_vocab = out.size();
+  return std::make_shared<nn::Seq2Seq>(config.model);
+}
+}  // namespace
+
+void CheckpointIO::save(const std::string& path, const Transducer& t,
+                        const torch::optim::Optimizer* optimizer, const RunState& run) {
+  torch::serialize::OutputArchive archive;
+  archive.write("meta/format", c10::IValue(std::string(kFormat)));
+  archive.write("meta/config", c10::IValue(to_yaml_text(config_to_yaml(t.config))));
+  archive.write("meta/input_vocab", c10::IValue(t.input_vocab.to_text()));
+  archive.write("meta/output_vocab", c10::IValue(t.output_vocab.to_text()));
+  archive.write("meta/step", c10::IValue(t.step));
+  archive.write("meta/epoch", c10::IValue(run.epoch));
+  archive.write("meta/position", c10::IValue(run.position));
+  archive.write("meta/best_ter", c10::IValue(run.best_ter));
+  archive.write("meta/bad_evals", c10::IValue(run.bad_evals));
+  torch::serialize::OutputArchive model_archive;
+  t.model->save(model_archive);
+  archive.write("model", model_archive);
+  if (optimizer) {
+    torch::serialize::OutputArchive opt_archive;
+    optimizer->save(opt_archive);
+    archive.write("optimizer", opt_archive);
+  }
+  {
+    at::Generator gen = global_generator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("rng/torch", gen.get_state(), /*is_buffer=*/true);
+  }
+  archive.write("rng/noise", t.model->decoder->attention->noise_state(), true);
+  std::ostringstream out;
+  archive.save_to(out);
+  write_checkpoint_atomic(path, out.str());
+}
+
+Transducer Transducer::load(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_archive(path, archive);
+  Transducer t;
+  try {
+    t.config = config_from_yaml(parse_yaml(read_string(archive, "meta/config"), path + ":config"),
+                                path + ":config");
+    t.input_vocab = data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"),
+                                                path + ":input_vocab");
+    t.output_vocab = data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"),
+                                                 path + ":output_vocab");
+    t.step = read_int(archive, "meta/step");
+    t.model = build_model(t.config, t.input_vocab, t.output_vocab);
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    t.model->load(model_archive);
+  } catch (const mona::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    detail::fail("checkpoint ", path, ": does not match its own configuration (",
+                 what.substr(0, what.find('\n')), ")");
+  }
+  t.model->eval();
+  return t;
+}
+
+RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
+                                 torch::optim::Optimizer* optimizer) {
+  torch::serialize::InputArchive archive;
+  open_archive(path, archive);
+  RunState run;
+  try {
+    t.step = read_int(archive, "meta/step");
+    run.epoch = read_int(archive, "meta/epoch");
+    run.position = read_int(archive, "meta/position");
+    run.best_ter = read_double(archive, "meta/best_ter");
+    run.bad_evals = read_int(archive, "meta/bad_evals");
+    detail::check(data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"), path) == t.input_vocab &&
+                      data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"), path) == t.output_vocab,
+                  "checkpoint ", path, ": its vocabularies differ from this run's training data");
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    t.model->load(model_archive);
+    if (optimizer) {
+      torch::serialize::InputArchive opt_archive;
+      archive.read("optimizer", opt_archive);
+      optimizer->load(opt_archive);
+    }
+    at::Tensor torch_state, noise_state;
+    archive.read("rng/torch", torch_state, true);
+    archive.read("rng/noise", noise_state, true);
+    {
+      at::Generator gen = global_generator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(torch_state);
+    }
+    t.model->decoder->attention->set_noise_state(noise_state);
+  } catch (const mona::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    detail::fail("checkpoint ", path, ": cannot resume from it (", what.substr(0, what.find('\n')), ")");
+  }
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------
+// Evaluation
+
+EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
+                    const nn::SearchOptions& search, bool expected_attention, int64_t limit) {
+  torch::NoGradGuard no_grad;
+  t.model->eval();
+  EvalResult r;
+  stream::Recognizer recognizer(t.model, search);
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = limit > 0 ? std::min<size_t>(sets.size(), static_cast<size_t>(limit)) : sets.size();
+  for (size_t k = 0; k < n; ++k) {
+    const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
+    const at::Tensor x = torch::tensor(ids, torch::kLong);
+    std::vector<int64_t> out;
+    if (expected_attention) {
+      auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
+      const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
+      out = nn::decode_expected(*t.model->decoder, m, search).tokens;
+    } else {
+      out = recognizer.recognize(x).tokens;
+    }
+    r.counts.add(score(t.output_vocab.decode(out), sets[k].references));
+    ++r.inputs;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<float> alignment_weights(const Transducer& t, const data::Example& ex) {
+  torch::NoGradGuard no_grad;
+  t.model->eval();
+  const auto x = torch::tensor(t.input_vocab.encode_or_unk(ex.input), torch::kLong).unsqueeze(0);
+  const auto y = torch::tensor(t.output_vocab.encode_or_unk(ex.output), torch::kLong).unsqueeze(0);
+  at::Tensor w;
+  t.model->loss(x, torch::full({1}, x.size(1), torch::kLong), y, torch::full({1}, y.size(1), torch::kLong),
+                {}, &w);
+  const at::Tensor wf = w[0].to(torch::kFloat).contiguous();
+  return std::vector<float>(wf.data_ptr<float>(), wf.data_ptr<float>() + wf.numel());
+}
+
+// ---------------------------------------------------------------------------------------
+// Training
+
+namespace {
+
+struct Encoded {
+  std::vector<int64_t> input, output;
+};
+
+// The batches of one epoch: shuffled with the epoch's seed, bucketed by input length.
+std::vector<std::vector<size_t>> epoch_batches(const std::vector<Encoded>& data, int64_t batch_size,
+                                               uint64_t seed, int64_t epoch) {
+  std::vector<size_t> order(data.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 gen(seed * 1000003ULL + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), gen);
+  const size_t window = static_cast<size_t>(batch_size) * 50;
+  for (size_t s = 0; s < order.size(); s += window) {
+    const auto e = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), s + window));
+    std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(s), e, [&](size_t a, size_t b) {
+      return data[a].input.size() < data[b].input.size();
+    });
+  }
+  std::vector<std::vector<size_t>> batches;
+  for (size_t s = 0; s < order.size(); s += static_cast<size_t>(batch_size)) {
+    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(s),
+                         order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), s + batch_size)));
+  }
+  std::shuffle(batches.begin(), batches.end(), gen);
+  return batches;
+}
+
+std::pair<at::Tensor, at::Tensor> pad(const std::vector<Encoded>& data, const std::vector<size_t>& idx,
+                                      bool outputs) {
+  int64_t T = 0;
+  for (size_t k : idx) T = std::max<int64_t>(T, static_cast<int64_t>((outputs ? data[k].output : data[k].input).size()));
+  at::Tensor x = torch::zeros({static_cast<int64_t>(idx.size()), std::max<int64_t>(T, 1)}, torch::kLong);
+  at::Tensor l = torch::zeros({static_cast<int64_t>(idx.size())}, torch::kLong);
+  auto xa = x.accessor<int64_t, 2>();
+  for (size_t b = 0; b < idx.size(); ++b) {
+    const auto& s = outputs ? data[idx[b]].output : data[idx[b]].input;
+    for (size_t t = 0; t < s.size(); ++t) xa[b][t] = s[t];
+    l[b] = static_cast<int64_t>(s.size());
+  }
+  return {x, l};
+}
+
+void write_plots(const Transducer& t, const std::vector<data::Example>& examples, const std::string& dir,
+                 int64_t step) {
+  fs::create_directories(dir);
+  for (size_t k = 0; k < examples.size(); ++k) {
+    const auto& ex = examples[k];
+    const auto w = alignment_weights(t, ex);
+    auto out_labels = ex.output;
+    out_labels.push_back("</s>");
+    const int64_t U = static_cast<int64_t>(out_labels.size()), T = static_cast<int64_t>(ex.input.size());
+    std::ostringstream name;
+    name << dir << "/step" << step << "_ex" << k << ".png";
+    std::ostringstream title;
+    title << t.config.model.attention << " alignment, step " << step;
+    write_alignment_png(name.str(), w, U, T, ex.input, out_labels, title.str());
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(Config config) : config_(std::move(config)) { config_.validate(); }
+
+TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
+  Config& c = config_;
+  detail::check(!c.data.train.empty(), "data.train: a training TSV file is required");
+  const auto t_start = std::chrono::steady_clock::now();
+  auto minutes = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() / 60.0;
+  };
+  torch::set_num_threads(static_cast<int>(c.train.threads));
+  torch::manual_seed(c.train.seed);
+
+  const auto train_examples = data::read_tsv(c.data.train);
+  detail::check(!train_examples.empty(), "data.train: ", c.data.train, " holds no examples");
+  const auto dev_examples = c.data.dev.empty() ? std::vector<data::Example>{} : data::read_tsv(c.data.dev);
+  const auto dev_sets = data::group_references(dev_examples);
+
+  Transducer t;
+  t.config = c;
+  for (const auto& ex : train_examples) {
+    t.input_vocab.add_all(ex.input);
+    t.output_vocab.add_all(ex.output);
+  }
+  t.model = build_model(t.config, t.input_vocab, t.output_vocab);
+  t.model->decoder->attention->reseed_noise(c.train.seed);
+  std::vector<Encoded> data;
+  for (const auto& ex : train_examples) {
+    data.push_back({t.input_vocab.encode(ex.input), t.output_vocab.encode(ex.output)});
+  }
+  const auto& o = c.train.optimizer;
+  torch::optim::Adam adam(t.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
+                                                    .betas({o.beta1, o.beta2})
+                                                    .eps(o.eps)
+                                                    .weight_decay(o.weight_decay));
+  fs::create_directories(c.train.output_dir);
+  const std::string last_path = c.train.output_dir + "/last.ckpt";
+  const std::string best_path = c.train.output_dir + "/best.ckpt";
+  save_yaml_atomic(c.train.output_dir + "/config.yaml", config_to_yaml(t.config));
+  RunState run;
+  if (resume) {
+    detail::check(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
+    run = CheckpointIO::load_into(last_path, t, &adam);
+  }
+  JsonlLog log(c.train.output_dir + "/train.jsonl", /*append=*/resume);
+  Progress progress(c.train.max_steps, progress_out, Progress::stdout_is_tty());
+  std::vector<data::Example> plot_examples(dev_examples.begin(),
+                                           dev_examples.begin() + std::min<std::ptrdiff_t>(
+                                               static_cast<std::ptrdiff_t>(dev_examples.size()),
+                                               c.train.plot_examples));
+  TrainResult result;
+  result.last_checkpoint = last_path;
+  result.best_checkpoint = best_path;
+
+  auto learning_rate = [&](int64_t step) {
+    double lr = o.learning_rate;
+    if (o.decay_every > 0) lr *= std::pow(o.decay_factor, static_cast<double>(step / o.decay_every));
+    return lr;
+  };
+  auto evaluate_and_save = [&] {
+    nlohmann::json rec{{"event", "eval"}, {"step", t.step}, {"minutes", minutes()}};
+    if (!dev_sets.empty()) {
+      const EvalResult ev = evaluate(t, dev_sets, c.decode, false, c.train.eval_limit);
+      const double ter = ev.counts.token_error_rate();
+      rec["dev_token_error_rate"] = ter;
+      rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
+      rec["dev_inputs_per_second"] = ev.inputs_per_second();
+      if (ter < run.best_ter) {
+        run.best_ter = ter;
+        run.bad_evals = 0;
+        CheckpointIO::save(best_path, t, nullptr, run);
+        rec["best"] = true;
+      } else {
+        ++run.bad_evals;
+      }
+    } else {
+      CheckpointIO::save(best_path, t, nullptr, run);
+    }
+    CheckpointIO::save(last_path, t, &adam, run);
+    log.write(rec);
+    t.model->train();
+  };
+
+  t.model->train();
+  int64_t tokens_since = 0;
+  auto t_log = std::chrono::steady_clock::now();
+  double loss_sum = 0;
+  int64_t loss_n = 0;
+  std::vector<std::vector<size_t>> batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
+  while (t.step < c.train.max_steps) {
+    if (c.train.max_minutes > 0 && minutes() >= c.train.max_minutes) break;
+    if (run.position >= static_cast<int64_t>(batches.size())) {
+      ++run.epoch;
+      run.position = 0;
+      batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
+    }
+    const auto& idx = batches[static_cast<size_t>(run.position++)];
+    auto [x, xl] = pad(data, idx, false);
+    auto [y, yl] = pad(data, idx, true);
+    for (auto& group : adam.param_groups()) {
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(t.step));
+    }
+    adam.zero_grad();
+    int64_t tokens = 0;
+    at::Tensor loss = t.model->loss(x, xl, y, yl, c.train.smoothing, nullptr, &tokens);
+    loss.backward();
+    if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t.model->parameters(), o.clip_norm);
+    adam.step();
+    ++t.step;
+    const double lv = loss.item<double>();
+    detail::check(std::isfinite(lv), "training diverged: loss is ", lv, " at step ", t.step,
+                  " (lower train.optimizer.learning_rate?)");
+    loss_sum += lv;
+    ++loss_n;
+    tokens_since += tokens;
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_log).count();
+    progress.update(t.step, lv, dt > 0 ? tokens_since / dt : 0);
+    if (t.step % c.train.log_every == 0) {
+      log.write({{"event", "train"}, {"step", t.step}, {"loss", loss_sum / loss_n},
+                 {"learning_rate", learning_rate(t.step)}, {"tokens_per_second", dt > 0 ? tokens_since / dt : 0},
+                 {"minutes", minutes()}});
+      loss_sum = 0;
+      loss_n = 0;
+      tokens_since = 0;
+      t_log = std::chrono::steady_clock::now();
+    }
+    if (c.train.plot_every > 0 && t.step % c.train.plot_every == 0 && !plot_examples.empty()) {
+      write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
+      t.model->train();
+    }
+    if (t.step % c.train.eval_every == 0) {
+      evaluate_and_save();
+      if (c.train.patience > 0 && run.bad_evals >= c.train.patience) {
+        result.early_stopped = true;
+        break;
+      }
+    }
+  }
+  progress.finish();
+  if (t.step % c.train.eval_every != 0 || t.step == 0) evaluate_and_save();
+  if (!plot_examples.empty()) write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
+  result.steps = t.step;
+  result.minutes = minutes();
+  result.best_token_error_rate = run.best_ter;
+  return result;
+}
+
+}  // namespace mona::train

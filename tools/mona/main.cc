@@ -1,0 +1,263 @@
+// mona: the command-line program. Subcommands: train, eval, decode, stream, plot.
+// Every error is one line on stderr ("mona: error: ...") and a non-zero exit code.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "mona/core/error.h"
+#include "mona/stream/stream.h"
+#include "mona/train/log.h"
+#include "mona/train/plot.h"
+#include "mona/train/trainer.h"
+
+namespace {
+
+using mona::train::Transducer;
+
+std::string join(const std::vector<std::string>& v, const char* sep = " ") {
+  std::string s;
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? sep : "") + v[k];
+  return s;
+}
+
+// Input tokens of one line: whitespace-separated tokens if the line has whitespace
+// ("h e l l o"), else its characters ("hello"), unless --split says otherwise.
+std::vector<std::string> split_input(const std::string& line, const std::string& mode) {
+  const bool spaces = mode == "spaces" || (mode == "auto" && line.find_first_of(" \t") != std::string::npos);
+  if (spaces) return mona::data::tokenize(line);
+  std::vector<std::string> out;
+  for (char ch : line) {
+    if (!std::isspace(static_cast<unsigned char>(ch))) out.emplace_back(1, ch);
+  }
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// Encodes a line; on unknown symbols prints one notice naming them and the line, returns
+// false (the caller goes on with the next line).
+bool encode_line(const Transducer& t, const std::string& line, const std::string& split,
+                 std::vector<std::string>& tokens, std::vector<int64_t>& ids) {
+  tokens = split_input(line, split);
+  const auto unknown = t.input_vocab.unknown_symbols(tokens);
+  if (!unknown.empty()) {
+    std::vector<std::string> quoted;
+    for (const auto& u : unknown) quoted.push_back("'" + u + "'");
+    std::cerr << "mona: skipping \"" << line << "\": symbols outside the model's input vocabulary: "
+              << join(quoted, ", ") << "\n";
+    return false;
+  }
+  ids = t.input_vocab.encode(tokens);
+  return true;
+}
+
+// Reads input lines: the positional arguments, or stdin for none or "-".
+template <class F>
+void for_each_input(const std::vector<std::string>& args, F&& f) {
+  auto handle = [&](const std::string& raw, int64_t line_no) {
+    const std::string line = trim(raw);
+    if (line.empty()) {
+      std::cerr << "mona: skipping empty input (line " << line_no << ")\n";
+      return;
+    }
+    f(line);
+  };
+  if (args.empty() || (args.size() == 1 && args[0] == "-")) {
+    std::string line;
+    int64_t n = 0;
+    while (std::getline(std::cin, line)) handle(line, ++n);
+  } else {
+    int64_t n = 0;
+    for (const auto& a : args) handle(a, ++n);
+  }
+}
+
+mona::nn::SearchOptions search_options(const Transducer& t, int64_t beam) {
+  mona::nn::SearchOptions s = t.config.decode;
+  if (beam >= 0) s.beam = beam;
+  return s;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mona: monotonic attention sequence-to-sequence models: train, evaluate, decode, stream"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "intra-op threads (default: the config's, or 2)");
+
+  // train
+  auto* train = app.add_subcommand("train", "train a model from a YAML configuration");
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool resume = false;
+  train->add_option("CONFIG", config_path, "YAML configuration file")->required()->check(CLI::ExistingFile);
+  train->add_option("--set", overrides, "override a setting: key.path=value (repeatable)");
+  train->add_flag("--resume", resume, "continue from OUTPUT_DIR/last.ckpt");
+
+  // eval
+  auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates");
+  std::string ckpt, data_path;
+  int64_t beam = -1, limit = 0;
+  bool expected = false, as_json = false;
+  eval->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
+  eval->add_option("DATA", data_path, "TSV file: input tokens <TAB> output tokens")->required()->check(CLI::ExistingFile);
+  eval->add_option("--beam", beam, "beam width (0: greedy; default: the checkpoint's decode.beam)");
+  eval->add_option("--limit", limit, "decode at most N inputs (0: all)");
+  eval->add_flag("--expected", expected, "decode with the soft expected alignment instead of hard online attention");
+  eval->add_flag("--json", as_json, "print one JSON object");
+
+  // decode
+  auto* decode = app.add_subcommand("decode", "decode inputs given as arguments or lines on stdin");
+  std::vector<std::string> inputs;
+  std::string split = "auto";
+  decode->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
+  decode->add_option("INPUT", inputs, "inputs (none or '-': read lines from stdin)");
+  decode->add_option("--beam", beam, "beam width (0: greedy)");
+  decode->add_flag("--expected", expected, "decode with the soft expected alignment");
+  decode->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
+
+  // stream
+  auto* streamc = app.add_subcommand("stream", "read inputs from stdin and print tokens as they are emitted");
+  streamc->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
+  streamc->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
+  streamc->add_option("INPUT", inputs, "inputs (none or '-': read lines from stdin)");
+
+  // plot
+  auto* plot = app.add_subcommand("plot", "write the attention of a checkpoint on one input as a PNG heatmap");
+  std::string plot_input, reference, output = "alignment.png";
+  plot->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
+  plot->add_option("INPUT", plot_input, "input")->required();
+  plot->add_option("--reference", reference, "output tokens to force (default: the model's own decoding)");
+  plot->add_option("--output,-o", output, "PNG file to write");
+  plot->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (threads > 0) torch::set_num_threads(threads);
+    if (*train) {
+      mona::train::Config c = mona::train::load_config(config_path, overrides);
+      if (threads > 0) c.train.threads = threads;
+      mona::train::Trainer trainer(c);
+      const auto r = trainer.run(resume, std::cerr);
+      std::cout << "trained " << r.steps << " steps in " << r.minutes << " min"
+                << (r.early_stopped ? " (early stop)" : "") << "; best dev token error rate "
+                << r.best_token_error_rate << "\nbest checkpoint: " << r.best_checkpoint
+                << "\nlast checkpoint: " << r.last_checkpoint << "\n";
+      return 0;
+    }
+    if (threads <= 0) torch::set_num_threads(2);
+    const Transducer t = Transducer::load(ckpt);
+    if (*eval) {
+      const auto sets = mona::data::group_references(mona::data::read_tsv(data_path));
+      const auto r = mona::train::evaluate(t, sets, search_options(t, beam), expected, limit);
+      if (as_json) {
+        std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
+                  << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
+                  << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds << "}\n";
+      } else {
+        std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
+                    static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
+                    100 * r.counts.sequence_error_rate(), r.inputs_per_second());
+      }
+      return 0;
+    }
+    if (*decode) {
+      mona::stream::Recognizer rec(t.model, search_options(t, beam));
+      for_each_input(inputs, [&](const std::string& line) {
+        std::vector<std::string> tokens;
+        std::vector<int64_t> ids;
+        if (!encode_line(t, line, split, tokens, ids)) return;
+        std::vector<int64_t> out;
+        if (expected) {
+          torch::NoGradGuard ng;
+          auto x = torch::tensor(ids, torch::kLong);
+          auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
+          out = mona::nn::decode_expected(*t.model->decoder, t.model->decoder->attention->prepare(mem, ml),
+                                          search_options(t, beam)).tokens;
+        } else {
+          out = rec.recognize(torch::tensor(ids, torch::kLong)).tokens;
+        }
+        std::cout << line << "\t" << join(t.decode_output(out)) << std::endl;
+      });
+      return 0;
+    }
+    if (*streamc) {
+      mona::stream::Recognizer rec(t.model, search_options(t, 0));
+      for_each_input(inputs, [&](const std::string& line) {
+        std::vector<std::string> tokens;
+        std::vector<int64_t> ids;
+        if (!encode_line(t, line, split, tokens, ids)) return;
+        auto s = rec.create_stream();
+        size_t shown = 0;
+        std::cout << line << "\n";
+        auto show_new = [&](const char* when) {
+          const auto r = rec.result(*s);
+          for (; shown < r.tokens.size(); ++shown) {
+            const int64_t pos = r.input_positions[shown];
+            std::cout << "  " << when << "emit " << t.output_vocab.symbol(r.tokens[shown]) << "  at input "
+                      << (pos >= 0 ? std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'"
+                                   : std::string("(none)"))
+                      << std::endl;
+          }
+        };
+        for (size_t k = 0; k < ids.size(); ++k) {
+          rec.accept(*s, torch::tensor({ids[k]}, torch::kLong));
+          std::cout << "  read " << (k + 1) << " '" << tokens[k] << "'" << std::endl;
+          while (rec.is_ready(*s)) rec.decode(*s);
+          show_new("");
+        }
+        rec.input_finished(*s);
+        while (rec.is_ready(*s)) rec.decode(*s);
+        show_new("(end) ");
+        std::cout << "  = " << join(t.decode_output(rec.result(*s).tokens)) << std::endl;
+      });
+      return 0;
+    }
+    if (*plot) {
+      std::vector<std::string> tokens;
+      std::vector<int64_t> ids;
+      const std::string line = trim(plot_input);
+      mona::detail::check(!line.empty(), "plot: INPUT is empty");
+      if (!encode_line(t, line, split, tokens, ids)) return 1;
+      std::vector<std::string> ref = mona::data::tokenize(reference);
+      if (ref.empty()) {
+        mona::stream::Recognizer rec(t.model, search_options(t, 0));
+        ref = t.decode_output(rec.recognize(torch::tensor(ids, torch::kLong)).tokens);
+      }
+      const mona::data::Example ex{tokens, ref};
+      const auto w = mona::train::alignment_weights(t, ex);
+      auto out_labels = ref;
+      out_labels.push_back("</s>");
+      mona::train::write_alignment_png(output, w, static_cast<int64_t>(out_labels.size()),
+                                       static_cast<int64_t>(tokens.size()), tokens, out_labels,
+                                       t.config.model.attention + ": " + line);
+      std::cout << output << "\n";
+      return 0;
+    }
+  } catch (const c10::Error& e) {
+    std::cerr << "mona: error: " << first_line(e.what_without_backtrace()) << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "mona: error: " << first_line(e.what()) << "\n";
+    return 1;
+  }
+  return 0;
+}
