@@ -320,12 +320,12 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
   fs::create_directories(c.train.output_dir);
   const std::string last_path = c.train.output_dir + "/last.ckpt";
   const std::string best_path = c.train.output_dir + "/best.ckpt";
-  save_yaml_atomic(c.train.output_dir + "/config.yaml", config_to_yaml(t.config));
   RunState run;
-  if (resume) {
+  if (resume) {  // before anything is written: a bad checkpoint changes nothing on disk
     detail::check(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
     run = CheckpointIO::load_into(last_path, t, &adam);
   }
+  save_yaml_atomic(c.train.output_dir + "/config.yaml", config_to_yaml(t.config));
   JsonlLog log(c.train.output_dir + "/train.jsonl", /*append=*/resume);
   Progress progress(c.train.max_steps, progress_out, Progress::stdout_is_tty());
   std::vector<data::Example> plot_examples(dev_examples.begin(),
