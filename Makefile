@@ -2,6 +2,7 @@
 #   make test       install missing Debian packages, configure, build, run every test,
 #                   then rebuild the torch-free core with ASan+UBSan and run its tests
 #   make build      configure and build (Release) into $(BUILD)
+#   make demo       grapheme-to-phoneme on CMUdict: fetch, train MoChA, evaluate, stream
 #   make bench      build and run the benchmarks (see bench/)
 #   make clean      remove the build trees
 BUILD      ?= build
@@ -9,7 +10,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test test-release test-sanitize bench clean
+.PHONY: all deps configure build test test-release test-sanitize bench demo clean
 
 all: build
 
@@ -38,6 +39,9 @@ bench: deps
 	cmake --build $(BUILD) -j$(JOBS)
 	@if [ -x $(BUILD)/bench/run-benchmarks ]; then $(BUILD)/bench/run-benchmarks; \
 	 else echo "no benchmarks built yet (bench/ is empty)"; fi
+
+demo:
+	BUILD=$(BUILD) JOBS=$(JOBS) bash scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -529,8 +529,9 @@ int main(int argc, char** argv) {
     if (machine.count(k)) line("- " + std::string(k) + ": " + machine[k]);
   }
   line("- times are CPU time of the benchmarking process (google-benchmark): the mean over the "
-       "trials of one repetition, the minimum over 3 repetitions (other jobs on the shared "
-       "machine only ever add time); wall time is noisier.");
+       "trials of one repetition, then the minimum over the repetitions (decode: 5, interleaved "
+       "at random across the run; train: 3), since other jobs on the shared machine only ever "
+       "add time; wall time is noisier.");
   line();
 
   // ------------------------------------------------------------------ decode
