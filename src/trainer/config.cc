@@ -1,6 +1,7 @@
 // Configuration <-> YAML; see include/mona/train/config.h.
 #include "mona/train/config.h"
 
+#include <cmath>
 #include <set>
 
 #include "mona/core/error.h"
@@ -100,6 +101,11 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source) {
     a.get("chunk_size", ao.chunk_size);
     a.get("threshold", ao.threshold);
     a.get("sample", ao.sample);
+    a.get("num_heads", ao.num_heads);
+    a.get("gmm_window_radius", ao.gmm_window_radius);
+    a.get("gmm_window_width", ao.gmm_window_width);
+    a.get("gmm_max_step", ao.gmm_max_step);
+    a.get("gmm_min_variance", ao.gmm_min_variance);
     a.finish();
     m.finish();
   }
@@ -118,6 +124,8 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source) {
     t.get("log_every", r.log_every);
     t.get("plot_every", r.plot_every);
     t.get("plot_examples", r.plot_examples);
+    t.get("length_penalty", r.length_penalty);
+    t.get("length_penalty_until", r.length_penalty_until);
     Section o = t.sub("optimizer");
     o.get("learning_rate", r.optimizer.learning_rate);
     o.get("beta1", r.optimizer.beta1);
@@ -175,6 +183,11 @@ YAML::Node config_to_yaml(const Config& c) {
   a["chunk_size"] = ao.chunk_size;
   a["threshold"] = ao.threshold;
   a["sample"] = ao.sample;
+  a["num_heads"] = ao.num_heads;
+  a["gmm_window_radius"] = ao.gmm_window_radius;
+  a["gmm_window_width"] = ao.gmm_window_width;
+  a["gmm_max_step"] = ao.gmm_max_step;
+  a["gmm_min_variance"] = ao.gmm_min_variance;
   const auto& r = c.train;
   YAML::Node t = root["train"];
   t["output_dir"] = r.output_dir;
@@ -189,6 +202,8 @@ YAML::Node config_to_yaml(const Config& c) {
   t["log_every"] = r.log_every;
   t["plot_every"] = r.plot_every;
   t["plot_examples"] = r.plot_examples;
+  t["length_penalty"] = r.length_penalty;
+  t["length_penalty_until"] = r.length_penalty_until;
   t["optimizer"]["learning_rate"] = r.optimizer.learning_rate;
   t["optimizer"]["beta1"] = r.optimizer.beta1;
   t["optimizer"]["beta2"] = r.optimizer.beta2;
@@ -219,6 +234,8 @@ void Config::validate() const {
   detail::check(r.patience >= 0, "train.patience must be >= 0, got ", r.patience);
   detail::check(r.log_every >= 1, "train.log_every must be >= 1, got ", r.log_every);
   detail::check(r.plot_every >= 0, "train.plot_every must be >= 0, got ", r.plot_every);
+  detail::check(r.length_penalty >= 0 && std::isfinite(r.length_penalty),
+                "train.length_penalty must be finite and >= 0, got ", r.length_penalty);
   detail::check(r.plot_examples >= 0, "train.plot_examples must be >= 0, got ", r.plot_examples);
   const auto& o = r.optimizer;
   detail::check(o.learning_rate > 0, "train.optimizer.learning_rate must be > 0, got ", o.learning_rate);

@@ -344,7 +344,9 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
   auto evaluate_and_save = [&] {
     nlohmann::json rec{{"event", "eval"}, {"step", t.step}, {"minutes", minutes()}};
     if (!dev_sets.empty()) {
-      const EvalResult ev = evaluate(t, dev_sets, c.decode, false, c.train.eval_limit);
+      nn::SearchOptions greedy = c.decode;
+      greedy.beam = 0;
+      const EvalResult ev = evaluate(t, dev_sets, greedy, false, c.train.eval_limit);
       const double ter = ev.counts.token_error_rate();
       rec["dev_token_error_rate"] = ter;
       rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
@@ -386,7 +388,12 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
     }
     adam.zero_grad();
     int64_t tokens = 0;
-    at::Tensor loss = t.model->loss(x, xl, y, yl, c.train.smoothing, nullptr, &tokens);
+    nn::LengthPenaltyOptions penalty;
+    penalty.lambda = c.train.length_penalty;
+    penalty.until_step = c.train.length_penalty_until;
+    penalty.step = t.step;
+    at::Tensor loss = t.model->loss(x, xl, y, yl, c.train.smoothing, nullptr, &tokens,
+                                    c.train.length_penalty > 0 ? &penalty : nullptr);
     loss.backward();
     if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t.model->parameters(), o.clip_norm);
     adam.step();

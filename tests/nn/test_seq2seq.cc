@@ -222,6 +222,60 @@ TEST(Seq2Seq, FeatureInputStreamsExactlyAsOffline) {
   }
 }
 
+// The loss against the same quantities assembled by hand: teacher-forced log-probabilities
+// and the localised + uniform label-smoothed targets of 002 D.1.2 / 000 A.1.
+TEST(Seq2Seq, LossMatchesHandBuiltSmoothedTargets) {
+  torch::manual_seed(5);
+  auto model = std::make_shared<nn::Seq2Seq>(tiny_options("mocha"));
+  model->to(torch::kDouble);
+  model->eval();
+  const std::vector<std::vector<int64_t>> ys = {{4, 5, 6, 7}, {8, 9}};
+  auto x = torch::randint(4, 10, {2, 5}, torch::kLong);
+  auto xl = torch::tensor({5, 3}, torch::kLong);
+  auto [y, yl] = pad(ys);
+  nn::SmoothingOptions sm;
+  sm.uniform = 0.1;
+  sm.localized = {0.015, 0.035, 0.035, 0.015};
+  int64_t tokens = 0;
+  const double loss = model->loss(x, xl, y, yl, sm, nullptr, &tokens).item<double>();
+  // by hand
+  torch::NoGradGuard ng;
+  auto [mem, ml] = model->encoder->forward(x, xl);
+  auto m = model->decoder->attention->prepare(mem, ml);
+  const int64_t U = 5, V = 10;
+  auto y_in = torch::zeros({2, U}, torch::kLong);  // <s> y_1 .. y_L, then padding
+  for (int64_t b = 0; b < 2; ++b) {
+    y_in[b][0] = 1;
+    for (size_t t = 0; t < ys[b].size(); ++t) y_in[b][static_cast<int64_t>(t) + 1] = ys[b][t];
+  }
+  auto lp = torch::log_softmax(model->decoder->forward(y_in, m).first, -1);
+  const int64_t offsets[4] = {-2, -1, 1, 2};
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    std::vector<int64_t> z = ys[b];
+    z.push_back(2);  // </s>
+    const int64_t L = static_cast<int64_t>(z.size());
+    for (int64_t t = 0; t < L; ++t) {
+      std::vector<double> q(V, 0.0);
+      q[z[t]] += 1.0;
+      for (int k = 0; k < 4; ++k) {
+        const int64_t u = t + offsets[k];
+        if (u >= 0 && u < L) q[z[u]] += sm.localized[k];
+      }
+      double total = 0;
+      for (double v : q) total += v;
+      for (int64_t v = 0; v < V; ++v) {
+        const double qv = (1 - sm.uniform) * q[v] / total + sm.uniform / V;
+        sum -= qv * lp[b][t][v].item<double>();
+      }
+      ++n;
+    }
+  }
+  EXPECT_EQ(tokens, n);
+  EXPECT_NEAR(loss, sum / n, 1e-10);
+}
+
 TEST(Seq2Seq, LossErrors) {
   auto model = std::make_shared<nn::Seq2Seq>(tiny_options("soft"));
   auto x = torch::randint(4, 10, {2, 5}, torch::kLong);

@@ -5,11 +5,14 @@
 //   data:    {train: PATH, dev: PATH, test: PATH}            TSV files (mona/data/dataset.h)
 //   model:   ModelOptions (mona/nn/seq2seq.h); attention settings under model.attention
 //            (type: soft | monotonic | mocha | matcha, energy, monotonic_energy,
-//            attention_dim, init_r, noise_std, chunk_size, threshold)
+//            attention_dim, init_r, noise_std, chunk_size, threshold, sample, and for the
+//            GMM family num_heads, gmm_window_radius, gmm_window_width, gmm_max_step,
+//            gmm_min_variance)
 //   train:   run settings (seed, threads, batch_size, max_steps, max_minutes, eval_every,
 //            eval_limit, patience, log_every, plot_every, plot_examples, output_dir,
 //            optimizer: {learning_rate, beta1, beta2, eps, clip_norm, weight_decay,
-//            decay_every, decay_factor}, smoothing: {uniform, localized})
+//            decay_every, decay_factor}, smoothing: {uniform, localized},
+//            length_penalty, length_penalty_until)
 //   decode:  SearchOptions (beam, threshold, length_ratio, length_bonus)
 //
 // Defaults follow the papers where they say something: Adam beta1 0.9, beta2 0.999,
@@ -52,6 +55,10 @@ struct RunConfig {
   int64_t plot_examples = 2;
   OptimizerConfig optimizer;
   nn::SmoothingOptions smoothing;
+  /// Length penalty of 003 eq. 13 for the GMM family (ignored by other mechanisms);
+  /// lambda = 0 switches it off.
+  double length_penalty = 0.0;
+  int64_t length_penalty_until = 200000;  ///< training step from which it is off
 };
 
 struct DataConfig {
@@ -63,7 +70,16 @@ struct Config {
   DataConfig data;
   nn::ModelOptions model;
   RunConfig train;
-  nn::SearchOptions decode;
+  /// Decoding of `mona eval` / `decode` (beam 8, threshold 3: 000 A.1). Dev evaluation
+  /// during training always decodes greedily, for speed.
+  nn::SearchOptions decode = default_decode();
+
+  static nn::SearchOptions default_decode() {
+    nn::SearchOptions s;
+    s.beam = 8;
+    s.threshold = 3.0;
+    return s;
+  }
 
   /// Throws mona::Error naming the key for invalid values.
   void validate() const;
