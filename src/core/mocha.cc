@@ -33,54 +33,53 @@ int thread_id() {
 #endif
 }
 
-// Max and shifted normaliser of every chunk of one row of n entries, chunk(k) =
-// [max(0, k-w+1), k]:  mx[k] = max u[chunk(k)],  S[k] = sum_{l in chunk(k)} exp(u[l] - mx[k]),
-// 1 <= S[k] <= w. `w` is already clamped to [1, n]. Writes mx[k] and inv[k] = 1 / S[k].
+// Both passes walk the chunks k = 0 .. n-1, chunk(k) = [s_k, k], s_k = max(0, k-w+1), and
+// evaluate each softmax weight exp(u[l] - mx[k]) / S[k] once, into E[0 .. k - s_k]:
+//   mx[k] = max u[chunk(k)],  S[k] = sum_{l in chunk(k)} exp(u[l] - mx[k])  (1 <= S[k] <= w).
+// Every exponent is <= 0 and S[k] >= 1 (the max entry contributes exp(0) = 1), so nothing
+// overflows for energies of any size; a one-entry chunk gives exactly 1. `w` is already
+// clamped to [1, n]; E has room for w values. Contributions to an entry are added in
+// increasing k, the order of 000 eq. 17's sum.
 template <class T>
-inline void chunk_normalisers(int64_t n, int64_t w, const T* u, T* mx, T* inv) {
+inline T chunk_weights(int64_t k, int64_t s, const T* u, T* E) {
+  T m = u[s];
+  for (int64_t l = s + 1; l <= k; ++l) m = std::max(m, u[l]);
+  T z = 0;
+  for (int64_t l = s; l <= k; ++l) {
+    E[l - s] = std::exp(u[l] - m);
+    z += E[l - s];
+  }
+  return T(1) / z;  // 1 / S[k]
+}
+
+// Forward for one row of n valid entries: beta[j] = sum_{k=j}^{j+w-1} alpha[k] E_k[j] / S[k].
+template <class T>
+inline void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta, T* E) {
+  std::fill(beta, beta + n, T(0));
   for (int64_t k = 0; k < n; ++k) {
     const int64_t s = k >= w ? k - w + 1 : 0;
-    T m = u[s];
-    for (int64_t l = s + 1; l <= k; ++l) m = std::max(m, u[l]);
-    T z = 0;
-    for (int64_t l = s; l <= k; ++l) z += std::exp(u[l] - m);
-    mx[k] = m;
-    inv[k] = T(1) / z;  // z >= 1: the max entry contributes exp(0) = 1; one entry: exactly 1
+    const T c = chunk_weights(k, s, u, E) * alpha[k];
+    for (int64_t l = s; l <= k; ++l) beta[l] += c * E[l - s];
   }
 }
 
-// Forward for one row of n valid entries. c is scratch: c[k] = alpha[k] / S[k].
-template <class T>
-inline void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta, T* mx,
-                        T* c) {
-  chunk_normalisers(n, w, u, mx, c);
-  for (int64_t k = 0; k < n; ++k) c[k] *= alpha[k];
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t kend = std::min(j + w - 1, n - 1);
-    T acc = 0;
-    for (int64_t k = j; k <= kend; ++k) acc += c[k] * std::exp(u[j] - mx[k]);
-    beta[j] = acc;
-  }
-}
-
-// Backward for one row of n valid entries. c is scratch: first 1 / S[k], then
-// alpha[k] / S[k]; ga[k] = dL/dalpha[k] is computed first and read by the dL/du pass.
+// Backward for one row of n valid entries (docs/math/mocha.md):
+//   ga[k] = sum_{j in chunk(k)} g[j] w_k[j],   w_k[j] = E_k[j] / S[k]
+//   gu[m] = sum_{k: m in chunk(k)} alpha[k] w_k[m] (g[m] - ga[k])
+// Both only need chunk k's weights, so one pass over k computes them.
 template <class T>
 inline void row_backward(int64_t n, int64_t w, const T* g, const T* alpha, const T* u,
-                         T* ga, T* gu, T* mx, T* c) {
-  chunk_normalisers(n, w, u, mx, c);
+                         T* ga, T* gu, T* E) {
+  std::fill(gu, gu + n, T(0));
   for (int64_t k = 0; k < n; ++k) {
     const int64_t s = k >= w ? k - w + 1 : 0;
+    const T inv = chunk_weights(k, s, u, E);
     T acc = 0;
-    for (int64_t j = s; j <= k; ++j) acc += g[j] * std::exp(u[j] - mx[k]);
-    ga[k] = acc * c[k];
-    c[k] *= alpha[k];
-  }
-  for (int64_t m = 0; m < n; ++m) {
-    const int64_t kend = std::min(m + w - 1, n - 1);
-    T acc = 0;
-    for (int64_t k = m; k <= kend; ++k) acc += c[k] * std::exp(u[m] - mx[k]) * (g[m] - ga[k]);
-    gu[m] = acc;
+    for (int64_t j = s; j <= k; ++j) acc += g[j] * E[j - s];
+    const T gak = acc * inv;
+    ga[k] = gak;
+    const T c = inv * alpha[k];
+    for (int64_t m = s; m <= k; ++m) gu[m] += c * E[m - s] * (g[m] - gak);
   }
 }
 
@@ -115,17 +114,16 @@ void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int6
   if (grid.numel() == 0) return;
   const int64_t wc = std::min(w, Tn);  // a chunk never holds more than T entries
   const int nthreads = B > 1 ? max_threads() : 1;
-  std::vector<T> scratch(static_cast<size_t>(2 * Tn * nthreads));
+  std::vector<T> scratch(static_cast<size_t>(wc * nthreads));  // one chunk's weights per thread
 
-#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * std::min<int64_t>(w, std::max<int64_t>(grid.in_len, 1))))
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * wc))
   for (int64_t b = 0; b < B; ++b) {
-    T* mx = scratch.data() + 2 * Tn * thread_id();
-    T* c = mx + Tn;
+    T* E = scratch.data() + wc * thread_id();
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     const int64_t wb = std::max<int64_t>(std::min(wc, Tb), 1);
     for (int64_t i = 0; i < Ub; ++i) {
       const int64_t off = (b * U + i) * Tn;
-      row_forward(Tb, wb, alpha + off, u + off, beta + off, mx, c);
+      row_forward(Tb, wb, alpha + off, u + off, beta + off, E);
       fill_zero(beta + off + Tb, Tn - Tb);
     }
     fill_zero(beta + (b * U + Ub) * Tn, (U - Ub) * Tn);
@@ -152,18 +150,17 @@ void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T*
   if (grid.numel() == 0) return;
   const int64_t wc = std::min(w, Tn);
   const int nthreads = B > 1 ? max_threads() : 1;
-  std::vector<T> scratch(static_cast<size_t>(2 * Tn * nthreads));
+  std::vector<T> scratch(static_cast<size_t>(wc * nthreads));  // one chunk's weights per thread
 
-#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * std::min<int64_t>(w, std::max<int64_t>(grid.in_len, 1))))
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * wc))
   for (int64_t b = 0; b < B; ++b) {
-    T* mx = scratch.data() + 2 * Tn * thread_id();
-    T* c = mx + Tn;
+    T* E = scratch.data() + wc * thread_id();
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     const int64_t wb = std::max<int64_t>(std::min(wc, Tb), 1);
     for (int64_t i = 0; i < Ub; ++i) {
       const int64_t off = (b * U + i) * Tn;
       row_backward(Tb, wb, grad_beta + off, alpha + off, u + off, grad_alpha + off,
-                   grad_u + off, mx, c);
+                   grad_u + off, E);
       fill_zero(grad_alpha + off + Tb, Tn - Tb);
       fill_zero(grad_u + off + Tb, Tn - Tb);
     }

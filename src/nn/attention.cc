@@ -229,8 +229,8 @@ void check_hard_query(const at::Tensor& query, const OnlineMemory& memory, int64
   TORCH_CHECK(query.numel() == dq, fn, ": query: expected Dq = ", dq, " values, got ",
               query.sizes());
   if (memory.size() > 0) {
-    TORCH_CHECK(query.scalar_type() == memory.values().scalar_type(), fn,
-                ": query: expected dtype ", memory.values().scalar_type(),
+    TORCH_CHECK(query.scalar_type() == memory.dtype(), fn,
+                ": query: expected dtype ", memory.dtype(),
                 " (that of the memory), got ", query.scalar_type());
   }
 }

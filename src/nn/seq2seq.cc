@@ -77,7 +77,8 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
 }
 
 int64_t Encoder::output_length(int64_t T) const {
-  return options_.input_kind == "symbols" ? T : conv_out(conv_out(T));
+  if (options_.input_kind == "symbols") return options_.append_eos ? T + 1 : T;
+  return conv_out(conv_out(T));
 }
 
 at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
@@ -111,7 +112,14 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     const int64_t V = options_.input_vocab;
     TORCH_CHECK(inputs.numel() == 0 || (inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < V),
                 fn, ": inputs: symbol ids must lie in [0, ", V, ")");
-    x = embedding(inputs);
+    if (options_.append_eos) {  // x[b, lens[b]] = </s>; padding stays <pad>
+      at::Tensor with_eos = torch::cat({inputs, torch::zeros({inputs.size(0), 1}, inputs.options())}, 1);
+      with_eos.scatter_(1, lens.unsqueeze(1), kEos);
+      out_lens = lens + 1;
+      x = embedding(with_eos);
+    } else {
+      x = embedding(inputs);
+    }
   } else {
     TORCH_CHECK(inputs.dim() == 3 && inputs.size(2) == options_.feature_dim, fn,
                 ": inputs: expected features [B, T, F = ", options_.feature_dim, "], got ", inputs.sizes());
@@ -173,8 +181,10 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
   // Encoder-layer inputs that became available: [n, D] rows.
   std::vector<at::Tensor> layer_in;
   if (symbols) {
-    if (inputs.defined() && inputs.numel() > 0) {
-      auto e = embedding(inputs);
+    at::Tensor ids = inputs.defined() && inputs.numel() > 0 ? inputs : torch::zeros({0}, torch::kLong);
+    if (finished && options_.append_eos) ids = torch::cat({ids, torch::full({1}, kEos, torch::kLong)});
+    if (ids.numel() > 0) {
+      auto e = embedding(ids);
       for (int64_t t = 0; t < e.size(0); ++t) layer_in.push_back(e[t]);
     }
   } else {

@@ -48,7 +48,8 @@ StreamResult Recognizer::result(const Stream& s) const {
   r.tokens = h.tokens;
   r.memory_positions = h.positions;
   for (int64_t m : h.positions) {
-    r.input_positions.push_back(m < 0 ? -1 : std::min<int64_t>(s.received_ - 1, (m + 1) * subsampling_ - 1));
+    // An entry past the input (the appended </s> of symbol models) reports `received`.
+    r.input_positions.push_back(m < 0 ? -1 : std::min<int64_t>(s.received_, (m + 1) * subsampling_ - 1));
   }
   r.score = h.score;
   r.final = s.search_.done();

@@ -82,6 +82,7 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source) {
     m.get("input_kind", o.input_kind);
     m.get("feature_dim", o.feature_dim);
     m.get("embedding_dim", o.embedding_dim);
+    m.get("append_eos", o.append_eos);
     m.get("conv_channels", o.conv_channels);
     m.get("encoder_layers", o.encoder_layers);
     m.get("encoder_hidden", o.encoder_hidden);
@@ -164,6 +165,7 @@ YAML::Node config_to_yaml(const Config& c) {
   m["input_kind"] = o.input_kind;
   m["feature_dim"] = o.feature_dim;
   m["embedding_dim"] = o.embedding_dim;
+  m["append_eos"] = o.append_eos;
   m["conv_channels"] = o.conv_channels;
   m["encoder_layers"] = o.encoder_layers;
   m["encoder_hidden"] = o.encoder_hidden;

@@ -217,6 +217,12 @@ std::vector<float> alignment_weights(const Transducer& t, const data::Example& e
   return std::vector<float>(wf.data_ptr<float>(), wf.data_ptr<float>() + wf.numel());
 }
 
+std::vector<std::string> memory_labels(const Transducer& t, const std::vector<std::string>& input) {
+  std::vector<std::string> labels = input;
+  if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back("</s>");
+  return labels;
+}
+
 // ---------------------------------------------------------------------------------------
 // Training
 
@@ -272,12 +278,13 @@ void write_plots(const Transducer& t, const std::vector<data::Example>& examples
     const auto w = alignment_weights(t, ex);
     auto out_labels = ex.output;
     out_labels.push_back("</s>");
-    const int64_t U = static_cast<int64_t>(out_labels.size()), T = static_cast<int64_t>(ex.input.size());
+    const auto in_labels = memory_labels(t, ex.input);
+    const int64_t U = static_cast<int64_t>(out_labels.size()), T = static_cast<int64_t>(in_labels.size());
     std::ostringstream name;
     name << dir << "/step" << step << "_ex" << k << ".png";
     std::ostringstream title;
     title << t.config.model.attention << " alignment, step " << step;
-    write_alignment_png(name.str(), w, U, T, ex.input, out_labels, title.str());
+    write_alignment_png(name.str(), w, U, T, in_labels, out_labels, title.str());
   }
 }
 

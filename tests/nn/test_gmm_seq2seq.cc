@@ -357,7 +357,7 @@ TEST(GmmSeq2Seq, LengthPenaltyValueAndGradient) {
     ASSERT_EQ(states.sizes(), (std::vector<int64_t>{2, 5, 2}));
     double expect = 0;
     for (int64_t b = 0; b < 2; ++b) {
-      const int64_t I = yl[b].item<int64_t>() + 1, J = xl[b].item<int64_t>();
+      const int64_t I = yl[b].item<int64_t>() + 1, J = ml[b].item<int64_t>();  // memory length (with </s>)
       const double mm = static_cast<double>(std::min(I, J));
       for (int64_t h = 0; h < 2; ++h) {
         expect += lp.lambda * (std::pow(states[b][I - 1][h].item<double>() - mm, 2) +

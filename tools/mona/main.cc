@@ -213,8 +213,10 @@ int main(int argc, char** argv) {
           for (; shown < r.tokens.size(); ++shown) {
             const int64_t pos = r.input_positions[shown];
             std::cout << "  " << when << "emit " << t.output_vocab.symbol(r.tokens[shown]) << "  at input "
-                      << (pos >= 0 ? std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'"
-                                   : std::string("(none)"))
+                      << (pos < 0 ? std::string("(none: attention ran past the end)")
+                          : pos >= static_cast<int64_t>(tokens.size())
+                              ? std::string("end of input")
+                              : std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'")
                       << std::endl;
           }
         };
@@ -246,8 +248,9 @@ int main(int argc, char** argv) {
       const auto w = mona::train::alignment_weights(t, ex);
       auto out_labels = ref;
       out_labels.push_back("</s>");
+      const auto in_labels = mona::train::memory_labels(t, tokens);
       mona::train::write_alignment_png(output, w, static_cast<int64_t>(out_labels.size()),
-                                       static_cast<int64_t>(tokens.size()), tokens, out_labels,
+                                       static_cast<int64_t>(in_labels.size()), in_labels, out_labels,
                                        t.config.model.attention + ": " + line);
       std::cout << output << "\n";
       return 0;

@@ -112,6 +112,8 @@ class OnlineMemory {
   at::Tensor chunk_keys() const;
   /// Forget everything (a new utterance).
   void reset();
+  /// dtype of the stored entries (meaningful once size() > 0); no tensor op.
+  at::ScalarType dtype() const { return values_.defined() ? values_.scalar_type() : at::kFloat; }
 
  private:
   friend class Attention;

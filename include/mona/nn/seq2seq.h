@@ -7,7 +7,8 @@
 //                             and ReLU, subsampling time (and frequency) by 4
 //   then a stack of single-layer LSTMs, unidirectional (online) or bidirectional (offline
 //   baseline), each optionally followed by a linear projection; dropout between layers.
-//   The output is the memory h [B, T', Dh] with T' = T (symbols) or ceil(ceil(T/2)/2).
+//   The output is the memory h [B, T', Dh] with T' = T (symbols; T + 1 with the appended
+//   </s>, ModelOptions::append_eos) or ceil(ceil(T/2)/2) (features).
 //
 // Decoder (000 Algorithm 1 and A.1): with s_0 = 0 and y_0 = <s>,
 //   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected)
@@ -48,6 +49,10 @@ struct ModelOptions {
   int64_t input_vocab = 0;             ///< symbol vocabulary size (symbols)
   int64_t feature_dim = 0;             ///< F, features per frame (features)
   int64_t embedding_dim = 64;          ///< input embedding size (symbols)
+  /// Symbols: append </s> to every input, so that the monotonic attention always has an
+  /// entry to stop at for the outputs that follow the last input symbol (the end-of-input
+  /// frame of 003 sec. 2.5 / A.2, as a symbol). Streaming appends it at input_finished().
+  bool append_eos = true;
   int64_t conv_channels = 32;          ///< front-end channels (features)
   int64_t encoder_layers = 2;
   int64_t encoder_hidden = 128;        ///< per direction

@@ -67,8 +67,13 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
                     const nn::SearchOptions& search, bool expected_attention = false,
                     int64_t limit = 0);
 
-/// Teacher-forced expected attention weights [U+1, T] of one example (for plots).
+/// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is
+/// the memory length (T + 1 when the model appends </s>).
 std::vector<float> alignment_weights(const Transducer& t, const data::Example& example);
+
+/// Labels of the memory entries of an input, for plots: its tokens, plus "</s>" when the
+/// model appends it.
+std::vector<std::string> memory_labels(const Transducer& t, const std::vector<std::string>& input);
 
 /// Outcome of a run.
 struct TrainResult {

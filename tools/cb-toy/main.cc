@@ -1,0 +1,554 @@
+// mona-cb-toy: the toy experiment of 004 sec. 3.1 (recipes/cb-toy/README.md).
+//
+// Population P: T Bernoulli emission variables with logits theta*_t ~ N(0, sigma^2), and
+// categorical labels over a vocabulary of C symbols whose distribution at frame t depends on
+// the previous label (or a start symbol): logits phi*[t, prev, c] ~ N(0, sigma^2). A sequence
+// is drawn by sampling b ~ prod_t Bernoulli(sigmoid(theta*_t)) and appending
+// c ~ P_t(. | previous label) at every frame with b_t = 1; only c is observed.
+//
+// Model Q: the same family (theta [T], phi [T, C + 1, C]), initialised at 0, fitted by Adam on
+// fresh batches of N sequences with one estimator of mona/nn/cb_estimators.h (M samples per
+// sequence, leave-one-out baseline for the REINFORCE estimators). Reported per estimator
+// (mean and spread over seeds): the MSE between population and fitted parameters (as
+// probabilities), the held-out exact log Q(c) (004 eq. 34), the mean sample reward, and the
+// estimator's variance across the M samples of a sequence, next to the exact gradient
+// (enumeration of all 2^T alignments).
+//
+// Usage: mona-cb-toy [--quick] [--out DIR] [--T 10] [--C 3] [--N 32] [--M 4] [--sigma 1]
+//                    [--updates 4000] [--seeds 3] [--lr 0.05] [--temperature 0.5]
+//                    [--estimators reinforce,cb,db,idb,idb-alt,bb,bb-alt,st-idb,st-bb,exact]
+#include <cairo/cairo.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mona/core/rng.h"
+#include "mona/nn/cb_estimators.h"
+#include "mona/nn/conditional_bernoulli.h"
+
+namespace {
+
+using mona::core::Rng;
+using torch::Tensor;
+namespace mn = mona::nn;
+
+const auto kD = torch::TensorOptions().dtype(torch::kDouble);
+const auto kL = torch::TensorOptions().dtype(torch::kLong);
+
+struct Config {
+  int64_t T = 10, C = 3, N = 32, M = 4, updates = 4000, seeds = 3, eval_n = 256, var_n = 64;
+  double sigma = 1.0, lr = 0.05, temperature = 0.5;
+  int64_t curve_every = 25;
+  std::string out = "cb-toy-out";
+  std::vector<std::string> estimators = {"reinforce", "cb",     "db",     "idb",   "idb-alt",
+                                         "bb",        "bb-alt", "st-idb", "st-bb", "exact"};
+};
+
+// An estimator spec: the library estimator plus the direction (for "-alt").
+struct Spec {
+  std::string name;
+  mn::CbEstimator est;
+  mn::CbDirection dir = mn::CbDirection::kForward;
+};
+
+Spec parse_spec(const std::string& s) {
+  Spec sp{s, mn::CbEstimator::kCb};
+  std::string base = s;
+  if (s.size() > 4 && s.substr(s.size() - 4) == "-alt") {
+    base = s.substr(0, s.size() - 4);
+    sp.dir = mn::CbDirection::kAlternate;
+  }
+  sp.est = mn::parse_cb_estimator(base);
+  return sp;
+}
+
+struct Population {
+  Tensor theta, phi;  // [T], [T, C + 1, C]
+};
+
+// A batch of observed label sequences: labels [N, T] (padded with 0), prev [N, T] (previous
+// label or C for the start), L [N].
+struct Batch {
+  Tensor labels, prev, L;
+};
+
+Batch sample_batch(const Population& P, int64_t N, Rng& rng) {
+  const int64_t T = P.theta.size(0), C = P.phi.size(2);
+  const Tensor pb = torch::sigmoid(P.theta).contiguous();
+  const Tensor pc = torch::softmax(P.phi, -1).contiguous();
+  const double* pbp = pb.data_ptr<double>();
+  const double* pcp = pc.data_ptr<double>();
+  Batch b{torch::zeros({N, T}, kL), torch::zeros({N, T}, kL), torch::zeros({N}, kL)};
+  auto* lp = b.labels.data_ptr<int64_t>();
+  auto* pp = b.prev.data_ptr<int64_t>();
+  auto* Lp = b.L.data_ptr<int64_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t prev = C, l = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (!rng.bernoulli(pbp[t])) continue;
+      const double u = rng.uniform();
+      const double* row = pcp + (t * (C + 1) + prev) * C;
+      int64_t c = C - 1;
+      double cum = 0;
+      for (int64_t k = 0; k < C; ++k) {
+        cum += row[k];
+        if (u < cum) {
+          c = k;
+          break;
+        }
+      }
+      lp[n * T + l] = c;
+      pp[n * T + l] = prev;
+      prev = c;
+      ++l;
+    }
+    Lp[n] = l;
+  }
+  return b;
+}
+
+// log_emit[n, l, t] = log softmax(phi[t, prev_{n,l}])[c_{n,l}]: [N, T, T] (U = T).
+Tensor log_emit_of(const Tensor& phi, const Batch& b) {
+  const int64_t T = phi.size(0), C = phi.size(2), N = b.labels.size(0);
+  const Tensor ls = torch::log_softmax(phi, -1).permute({1, 2, 0}).reshape({(C + 1) * C, T});
+  const Tensor idx = (b.prev * C + b.labels).reshape({-1});
+  return ls.index_select(0, idx).reshape({N, T, T});
+}
+
+// Enumeration over all 2^T alignments: J = log Q(L) + E_{b|L}[sum_l log_emit] per row [N].
+Tensor enumerate_J(const Tensor& logits, const Tensor& E, const Tensor& L) {
+  const int64_t N = logits.size(0), T = logits.size(1), S = int64_t(1) << T;
+  Tensor B = torch::zeros({S, T}, kD);
+  auto a = B.accessor<double, 2>();
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t t = 0; t < T; ++t) a[s][t] = double((s >> t) & 1);
+  const Tensor cnt = B.sum(1).to(torch::kLong);                               // [S]
+  const Tensor logpb = torch::matmul(torch::log_sigmoid(logits), B.t()) +
+                       torch::matmul(torch::log_sigmoid(-logits), (1 - B).t());  // [N, S]
+  const Tensor li = (B.cumsum(1) - 1).clamp(0, T - 1).to(torch::kLong);        // [S, T]
+  const Tensor Eg = E.gather(1, li.unsqueeze(0).expand({N, S, T}));           // [N, S, T]
+  const Tensor rew = (Eg * B.unsqueeze(0)).sum(2);                            // [N, S]
+  const Tensor keep = cnt.unsqueeze(0) == L.unsqueeze(1);                     // [N, S]
+  const Tensor ninf = torch::full({}, -INFINITY, kD);
+  const Tensor lp = torch::where(keep, logpb, ninf);
+  const Tensor logPL = torch::logsumexp(lp, 1);
+  const Tensor w = torch::exp(lp - logPL.unsqueeze(1));
+  return logPL + (w * torch::where(keep, rew, torch::zeros_like(rew))).sum(1);
+}
+
+double mse(const Tensor& a, const Tensor& b) { return (a - b).pow(2).mean().item<double>(); }
+
+struct Curve {
+  std::vector<double> step, mse_bern, mse_cat, heldout;
+};
+
+struct RunResult {
+  double mse_bern = 0, mse_cat = 0, heldout = 0, reward = 0, var_logits = 0, var_emit = 0,
+         exact_sq = 0, err_sq = 0, seconds = 0;
+  Curve curve;
+};
+
+// Per-sample gradient rows of one estimator call on a batch, rows repeated M times.
+struct SampleGrads {
+  Tensor gx, gE;  // [N, M, T], [N, M, T, T] (per-sample estimates of grad J)
+  double reward = 0;
+};
+
+SampleGrads sample_grads(const Spec& sp, const Tensor& theta, const Tensor& phi, const Batch& b,
+                         int64_t M, double temperature, int64_t step, Rng& rng,
+                         Tensor* loss_graph_E = nullptr, Tensor* logE_out = nullptr) {
+  const int64_t N = b.labels.size(0), T = theta.size(0);
+  const bool exact = sp.est == mn::CbEstimator::kExact;
+  const int64_t m = exact ? 1 : M;
+  const Tensor logE = log_emit_of(phi, b);
+  Tensor E = logE.detach().repeat_interleave(m, 0).requires_grad_();
+  Tensor X = theta.detach().unsqueeze(0).expand({N * m, T}).clone().requires_grad_();
+  const Tensor L = b.L.repeat_interleave(m, 0);
+  mn::CbEstimatorOptions o;
+  o.samples = 1;
+  o.group = m;
+  o.baseline = m >= 2 ? mn::CbBaseline::kLeaveOneOut : mn::CbBaseline::kNone;
+  o.direction = sp.dir;
+  o.step = step;
+  o.temperature = temperature;
+  mn::CbEstimatorStats st;
+  Tensor loss = mn::cb_estimator_loss(sp.est, X, E, rng, o, {}, L, &st);
+  loss.backward();
+  SampleGrads g;
+  const double scale = -double(N * m);  // loss = -mean over rows
+  g.gx = (X.grad() * scale).reshape({N, m, T});
+  g.gE = (E.grad() * scale).reshape({N, m, T, T});
+  g.reward = st.reward;
+  if (loss_graph_E) *loss_graph_E = E.grad().reshape({N, m, T, T}).sum(1);
+  if (logE_out) *logE_out = logE;
+  return g;
+}
+
+RunResult run(const Config& cfg, const Spec& sp, int64_t seed) {
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::manual_seed(1000 + seed);
+  Population P{torch::randn({cfg.T}, kD) * cfg.sigma,
+               torch::randn({cfg.T, cfg.C + 1, cfg.C}, kD) * cfg.sigma};
+  Rng data_rng(77 + 1000 * seed), est_rng(5 + 1000 * seed), eval_rng(999 + seed);
+  const Batch eval = sample_batch(P, cfg.eval_n, eval_rng);
+  const Batch var_batch = sample_batch(P, cfg.var_n, eval_rng);
+  Tensor theta = torch::zeros({cfg.T}, kD).requires_grad_();
+  Tensor phi = torch::zeros({cfg.T, cfg.C + 1, cfg.C}, kD).requires_grad_();
+  RunResult res;
+
+  // Estimator variance at Q = P (the same point for every estimator; at Q = 0 every
+  // alignment has the same reward and the global estimators' variance vanishes): per-sample
+  // estimates across the M samples of each sequence, against the exact grad J.
+  {
+    Rng vr(31 + seed);
+    const SampleGrads g = sample_grads(sp, P.theta, P.phi, var_batch,
+                                       std::max<int64_t>(cfg.M, 2), cfg.temperature, 0, vr);
+    Tensor X = P.theta.unsqueeze(0).expand({cfg.var_n, cfg.T}).clone().requires_grad_();
+    Tensor E = log_emit_of(P.phi, var_batch).requires_grad_();
+    const Tensor J = enumerate_J(X, E, var_batch.L);
+    const auto ge = torch::autograd::grad({J.sum()}, {X, E});
+    if (sp.est == mn::CbEstimator::kExact) {
+      res.var_logits = res.var_emit = 0;  // deterministic (and it targets log P(c), not J)
+      res.err_sq = std::nan("");
+    } else {
+      res.var_logits = g.gx.var(1).sum(1).mean().item<double>();
+      res.var_emit = g.gE.var(1).sum({1, 2}).mean().item<double>();
+      res.err_sq = (g.gx - ge[0].unsqueeze(1)).pow(2).sum(2).mean().item<double>();
+    }
+    res.exact_sq = ge[0].pow(2).sum(1).mean().item<double>();
+  }
+
+  torch::optim::Adam opt({theta, phi}, torch::optim::AdamOptions(cfg.lr));
+  const Tensor pb_true = torch::sigmoid(P.theta), pc_true = torch::softmax(P.phi, -1);
+  auto evaluate = [&](int64_t step) {
+    torch::NoGradGuard ng;
+    const Tensor X = theta.unsqueeze(0).expand({cfg.eval_n, cfg.T}).contiguous();
+    const Tensor ll = mn::cb_marginal_log_likelihood(X, log_emit_of(phi, eval), {}, eval.L);
+    res.curve.step.push_back(double(step));
+    res.curve.mse_bern.push_back(mse(torch::sigmoid(theta), pb_true));
+    res.curve.mse_cat.push_back(mse(torch::softmax(phi, -1), pc_true));
+    res.curve.heldout.push_back(ll.mean().item<double>());
+  };
+  double reward_sum = 0;
+  int64_t reward_n = 0;
+  for (int64_t u = 0; u < cfg.updates; ++u) {
+    if (u % cfg.curve_every == 0) evaluate(u);
+    const Batch b = sample_batch(P, cfg.N, data_rng);
+    opt.zero_grad();
+    Tensor gE_sum, logE;
+    const SampleGrads g =
+        sample_grads(sp, theta, phi, b, cfg.M, cfg.temperature, u, est_rng, &gE_sum, &logE);
+    const int64_t m = g.gx.size(1);
+    // Gradient of the loss -mean_rows(objective): -(mean over samples and sequences).
+    theta.mutable_grad() = -g.gx.mean(at::IntArrayRef{0, 1}).detach();
+    torch::autograd::backward({logE}, {gE_sum});
+    (void)m;
+    opt.step();
+    if (u >= cfg.updates - std::max<int64_t>(1, cfg.updates / 10)) {
+      reward_sum += g.reward;
+      ++reward_n;
+    }
+  }
+  evaluate(cfg.updates);
+  res.mse_bern = res.curve.mse_bern.back();
+  res.mse_cat = res.curve.mse_cat.back();
+  res.heldout = res.curve.heldout.back();
+  res.reward = sp.est == mn::CbEstimator::kExact ? std::nan("") : reward_sum / double(reward_n);
+  res.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+double population_heldout(const Config& cfg, int64_t seed) {
+  torch::manual_seed(1000 + seed);
+  Population P{torch::randn({cfg.T}, kD) * cfg.sigma,
+               torch::randn({cfg.T, cfg.C + 1, cfg.C}, kD) * cfg.sigma};
+  Rng eval_rng(999 + seed);
+  const Batch eval = sample_batch(P, cfg.eval_n, eval_rng);
+  torch::NoGradGuard ng;
+  const Tensor X = P.theta.unsqueeze(0).expand({cfg.eval_n, cfg.T}).contiguous();
+  return mn::cb_marginal_log_likelihood(X, log_emit_of(P.phi, eval), {}, eval.L)
+      .mean()
+      .item<double>();
+}
+
+// ---- output ------------------------------------------------------------------------------
+std::string fmt(double v, int prec = 4) {
+  if (!std::isfinite(v)) return "n/a";
+  std::ostringstream s;
+  s << std::setprecision(prec) << v;
+  return s.str();
+}
+
+std::pair<double, double> mean_sd(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x;
+  m /= double(v.size());
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return {m, v.size() > 1 ? std::sqrt(s / double(v.size() - 1)) : 0.0};
+}
+
+std::string pm(const std::vector<double>& v, int prec = 3) {
+  const auto [m, s] = mean_sd(v);
+  if (!std::isfinite(m)) return "n/a";
+  return fmt(m, prec) + " ± " + fmt(s, 2);
+}
+
+void plot(const std::string& path, const std::vector<std::string>& names,
+          const std::vector<Curve>& curves, const Config& cfg) {
+  const int W = 1200, H = 520;
+  cairo_surface_t* surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
+  cairo_t* cr = cairo_create(surf);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  const double colors[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.5, 0.05}, {0.17, 0.63, 0.17},
+                              {0.84, 0.15, 0.16}, {0.58, 0.4, 0.74}, {0.55, 0.34, 0.29},
+                              {0.89, 0.47, 0.76}, {0.5, 0.5, 0.5},  {0.74, 0.74, 0.13},
+                              {0.09, 0.75, 0.81}, {0, 0, 0}};
+  auto text = [&](double x, double y, const std::string& s, double size, double ax = 0) {
+    cairo_set_font_size(cr, size);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s.c_str(), &e);
+    cairo_move_to(cr, x - ax * e.width, y);
+    cairo_show_text(cr, s.c_str());
+  };
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  // Two panels: log10 MSE of the Bernoulli probabilities, held-out log Q(c).
+  for (int panel = 0; panel < 2; ++panel) {
+    const double x0 = 70 + panel * 560, y0 = 40, w = 420, h = 400;
+    double ymin = INFINITY, ymax = -INFINITY, xmax = 0;
+    auto val = [&](const Curve& c, size_t i) {
+      return panel == 0 ? std::log10(std::max(c.mse_bern[i], 1e-12)) : c.heldout[i];
+    };
+    for (const auto& c : curves)
+      for (size_t i = 0; i < c.step.size(); ++i) {
+        ymin = std::min(ymin, val(c, i));
+        ymax = std::max(ymax, val(c, i));
+        xmax = std::max(xmax, c.step[i]);
+      }
+    if (panel == 0) {
+      ymin = std::floor(ymin);
+      ymax = std::ceil(ymax);
+    } else {
+      // A window of 1.5 nats below the best curve; curves leaving it are clipped (eq. 1
+      // with forcing diverges by tens of nats, which would flatten the others).
+      ymin = std::max(ymin, ymax - 1.5);
+    }
+    if (ymax <= ymin) ymax = ymin + 1;
+    if (xmax <= 0) xmax = 1;
+    auto px = [&](double v) { return x0 + v / xmax * w; };
+    auto py = [&](double v) { return y0 + h - (v - ymin) / (ymax - ymin) * h; };
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, x0, y0, w, h);
+    cairo_stroke(cr);
+    text(x0 + w / 2, y0 - 12,
+         panel == 0 ? "MSE(sigmoid(theta), population), log10" : "held-out log Q(c) per sequence (eq. 34)",
+         15, 0.5);
+    text(x0 + w / 2, y0 + h + 36, "update", 13, 0.5);
+    for (int k = 0; k <= 4; ++k) {
+      const double yv = ymin + (ymax - ymin) * k / 4.0, xv = xmax * k / 4.0;
+      text(x0 - 6, py(yv) + 4, fmt(yv, 3), 11, 1);
+      text(px(xv), y0 + h + 16, fmt(xv, 4), 11, 0.5);
+      cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+      cairo_move_to(cr, x0, py(yv));
+      cairo_line_to(cr, x0 + w, py(yv));
+      cairo_stroke(cr);
+      cairo_set_source_rgb(cr, 0, 0, 0);
+    }
+    cairo_save(cr);
+    cairo_rectangle(cr, x0, y0, w, h);
+    cairo_clip(cr);
+    for (size_t s = 0; s < curves.size(); ++s) {
+      const auto& c = curves[s];
+      const auto* col = colors[s % 11];
+      cairo_set_source_rgb(cr, col[0], col[1], col[2]);
+      cairo_set_line_width(cr, 1.8);
+      for (size_t i = 0; i < c.step.size(); ++i) {
+        if (i == 0) cairo_move_to(cr, px(c.step[i]), py(val(c, i)));
+        else cairo_line_to(cr, px(c.step[i]), py(val(c, i)));
+      }
+      cairo_stroke(cr);
+    }
+    cairo_restore(cr);
+  }
+  for (size_t s = 0; s < names.size(); ++s) {  // legend
+    const auto* col = colors[s % 11];
+    const double y = 60 + 20 * double(s);
+    cairo_set_source_rgb(cr, col[0], col[1], col[2]);
+    cairo_set_line_width(cr, 3);
+    cairo_move_to(cr, 1070, y - 4);
+    cairo_line_to(cr, 1095, y - 4);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text(1100, y, names[s], 13);
+  }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  text(W / 2.0, H - 12,
+       "004 sec. 3.1 toy: T=" + std::to_string(cfg.T) + " C=" + std::to_string(cfg.C) +
+           " N=" + std::to_string(cfg.N) + " M=" + std::to_string(cfg.M) + " sigma=" +
+           fmt(cfg.sigma) + ", mean of " + std::to_string(cfg.seeds) + " seeds",
+       13, 0.5);
+  cairo_surface_write_to_png(surf, path.c_str());
+  cairo_destroy(cr);
+  cairo_surface_destroy(surf);
+}
+
+int usage(const char* msg) {
+  std::cerr << "mona-cb-toy: " << msg
+            << "\nusage: mona-cb-toy [--quick] [--out DIR] [--T n] [--C n] [--N n] [--M n] "
+               "[--sigma x] [--updates n] [--seeds n] [--lr x] [--temperature x] "
+               "[--estimators a,b,...]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  bool quick = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto next = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
+        return argv[++i];
+      };
+      if (a == "--quick") quick = true;
+      else if (a == "--out") cfg.out = next();
+      else if (a == "--T") cfg.T = std::stoll(next());
+      else if (a == "--C") cfg.C = std::stoll(next());
+      else if (a == "--N") cfg.N = std::stoll(next());
+      else if (a == "--M") cfg.M = std::stoll(next());
+      else if (a == "--sigma") cfg.sigma = std::stod(next());
+      else if (a == "--updates") cfg.updates = std::stoll(next());
+      else if (a == "--seeds") cfg.seeds = std::stoll(next());
+      else if (a == "--lr") cfg.lr = std::stod(next());
+      else if (a == "--temperature") cfg.temperature = std::stod(next());
+      else if (a == "--estimators") {
+        cfg.estimators.clear();
+        std::stringstream ss(next());
+        std::string e;
+        while (std::getline(ss, e, ',')) cfg.estimators.push_back(e);
+      } else if (a == "--help" || a == "-h") {
+        return usage("help") == 2 ? 0 : 0;
+      } else {
+        return usage(("unknown argument " + a).c_str());
+      }
+    }
+    if (quick) {
+      cfg.T = std::min<int64_t>(cfg.T, 6);
+      cfg.updates = 30;
+      cfg.seeds = 1;
+      cfg.N = 8;
+      cfg.eval_n = 32;
+      cfg.var_n = 8;
+      cfg.curve_every = 10;
+    }
+    if (cfg.T < 1 || cfg.T > 14) return usage("--T must lie in [1, 14] (enumeration of 2^T)");
+    if (cfg.C < 1 || cfg.N < 1 || cfg.M < 1 || cfg.updates < 1 || cfg.seeds < 1)
+      return usage("--C, --N, --M, --updates, --seeds must be >= 1");
+    if (!(cfg.sigma >= 0) || !(cfg.lr > 0) || !(cfg.temperature > 0))
+      return usage("--sigma must be >= 0, --lr and --temperature > 0");
+    std::vector<Spec> specs;
+    for (const auto& e : cfg.estimators) specs.push_back(parse_spec(e));
+    torch::set_num_threads(1);
+    std::filesystem::create_directories(cfg.out);
+
+    std::ofstream runs(cfg.out + "/runs.csv"), curves(cfg.out + "/curves.csv");
+    runs << "estimator,seed,mse_bernoulli,mse_categorical,heldout_logQ,population_logP,"
+            "sample_reward,var_logits,var_log_emit,exact_grad_sq,err_sq_vs_exact,seconds\n";
+    curves << "estimator,seed,update,mse_bernoulli,mse_categorical,heldout_logQ\n";
+    std::vector<double> pop;
+    for (int64_t s = 0; s < cfg.seeds; ++s) pop.push_back(population_heldout(cfg, s));
+    std::vector<std::vector<RunResult>> all;
+    std::vector<Curve> mean_curves;
+    for (const auto& sp : specs) {
+      std::vector<RunResult> rs;
+      for (int64_t s = 0; s < cfg.seeds; ++s) {
+        rs.push_back(run(cfg, sp, s));
+        const auto& r = rs.back();
+        runs << sp.name << ',' << s << ',' << r.mse_bern << ',' << r.mse_cat << ',' << r.heldout
+             << ',' << pop[size_t(s)] << ',' << r.reward << ',' << r.var_logits << ','
+             << r.var_emit << ',' << r.exact_sq << ',' << r.err_sq << ',' << r.seconds << '\n';
+        for (size_t i = 0; i < r.curve.step.size(); ++i)
+          curves << sp.name << ',' << s << ',' << r.curve.step[i] << ',' << r.curve.mse_bern[i]
+                 << ',' << r.curve.mse_cat[i] << ',' << r.curve.heldout[i] << '\n';
+        std::cerr << sp.name << " seed " << s << ": mse_bern " << fmt(r.mse_bern) << " mse_cat "
+                  << fmt(r.mse_cat) << " heldout " << fmt(r.heldout) << " (" << fmt(r.seconds, 3)
+                  << " s)\n";
+      }
+      Curve mc = rs[0].curve;
+      for (size_t i = 0; i < mc.step.size(); ++i) {
+        double b = 0, c = 0, h = 0;
+        for (const auto& r : rs) {
+          b += r.curve.mse_bern[i];
+          c += r.curve.mse_cat[i];
+          h += r.curve.heldout[i];
+        }
+        mc.mse_bern[i] = b / double(rs.size());
+        mc.mse_cat[i] = c / double(rs.size());
+        mc.heldout[i] = h / double(rs.size());
+      }
+      mean_curves.push_back(mc);
+      all.push_back(rs);
+    }
+
+    // Markdown table: mean ± sd over seeds.
+    std::ofstream md(cfg.out + "/table.md");
+    md << "| estimator | 004 | unbiased for grad J | MSE Bernoulli p | MSE categorical p | "
+          "held-out log Q(c) | sample reward | var(grad logits) | var / |grad J|^2 | "
+          "E|g - grad J|^2 | s/run |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    const std::map<std::string, std::string> eq = {
+        {"reinforce", "eq. 1"}, {"cb", "eq. 21"},    {"db", "eq. 22"},
+        {"idb", "eq. 24"},      {"idb-alt", "eqs. 24-25"}, {"bb", "eq. 27"},
+        {"bb-alt", "eq. 27 alt."}, {"st-idb", "eqs. 31, 33"}, {"st-bb", "eqs. 28, 33"},
+        {"exact", "eq. 34"}};
+    for (size_t k = 0; k < specs.size(); ++k) {
+      std::vector<double> mb, mcat, ho, rw, vl, rel, err, sec;
+      for (const auto& r : all[k]) {
+        mb.push_back(r.mse_bern);
+        mcat.push_back(r.mse_cat);
+        ho.push_back(r.heldout);
+        rw.push_back(r.reward);
+        vl.push_back(r.var_logits);
+        rel.push_back(r.var_logits / r.exact_sq);
+        err.push_back(r.err_sq);
+        sec.push_back(r.seconds);
+      }
+      const auto& sp = specs[k];
+      const auto it = eq.find(sp.name);
+      md << "| " << sp.name << " | " << (it == eq.end() ? "" : it->second) << " | "
+         << (sp.est == mn::CbEstimator::kExact ? "exact (log P(c))"
+                                                : (mn::cb_estimator_unbiased(sp.est) ? "yes" : "no"))
+         << " | " << pm(mb) << " | " << pm(mcat) << " | " << pm(ho) << " | " << pm(rw) << " | "
+         << pm(vl) << " | " << pm(rel) << " | " << pm(err) << " | " << fmt(mean_sd(sec).first, 3)
+         << " |\n";
+    }
+    md << "\nPopulation held-out log P(c): " << pm(pop) << " (" << cfg.eval_n
+       << " held-out sequences per seed).\n";
+    md.close();
+    std::vector<std::string> names;
+    for (const auto& sp : specs) names.push_back(sp.name);
+    plot(cfg.out + "/plot.png", names, mean_curves, cfg);
+    std::ifstream in(cfg.out + "/table.md");
+    std::cout << in.rdbuf();
+  } catch (const std::exception& e) {
+    std::cerr << "mona-cb-toy: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
