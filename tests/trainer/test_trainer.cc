@@ -202,6 +202,14 @@ TEST(Cli, ErrorsAreOneLineAndNonZero) {
   EXPECT_NE(r.output.find("missing.yaml"), std::string::npos) << r.output;
   r = run_cli("frobnicate");
   EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: "), std::string::npos) << r.output;
+  r = run_cli("eval");  // missing arguments
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = run_cli("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("train"), std::string::npos) << r.output;
   r = run_cli("train " + (d / "bad.yaml") + " --set model.attenton=");
   EXPECT_NE(r.code, 0);
   { std::ofstream(d / "garbage.ckpt") << "garbage"; }

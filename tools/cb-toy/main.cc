@@ -509,8 +509,8 @@ int main(int argc, char** argv) {
     // Markdown table: mean ± sd over seeds.
     std::ofstream md(cfg.out + "/table.md");
     md << "| estimator | 004 | unbiased for grad J | MSE Bernoulli p | MSE categorical p | "
-          "held-out log Q(c) | sample reward | var(grad logits) | var / |grad J|^2 | "
-          "E|g - grad J|^2 | s/run |\n";
+          "held-out log Q(c) | sample reward | var(grad logits) | var / ‖grad J‖² | "
+          "E‖g - grad J‖² | s/run |\n";
     md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
     const std::map<std::string, std::string> eq = {
         {"reinforce", "eq. 1"}, {"cb", "eq. 21"},    {"db", "eq. 22"},

@@ -146,8 +146,13 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line: what is wrong, and where to look
+    std::cerr << "mona: error: " << first_line(e.what()) << " (see mona --help)\n";
+    return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   }
 
   try {
