@@ -186,8 +186,10 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
   EvalResult r;
   stream::Recognizer recognizer(t.model, search);
   const auto t0 = std::chrono::steady_clock::now();
+  // With a limit, an evenly spaced subset (files are often sorted, e.g. alphabetically).
   const size_t n = limit > 0 ? std::min<size_t>(sets.size(), static_cast<size_t>(limit)) : sets.size();
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t q = 0; q < n; ++q) {
+    const size_t k = n == sets.size() ? q : q * sets.size() / n;
     const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
     const at::Tensor x = torch::tensor(ids, torch::kLong);
     std::vector<int64_t> out;

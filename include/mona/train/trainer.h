@@ -60,7 +60,7 @@ struct EvalResult {
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
 };
 
-/// Decodes every input of `sets` (at most `limit`, 0 = all) and scores it against its
+/// Decodes every input of `sets` (or `limit` of them, evenly spaced, 0 = all) and scores it against its
 /// references. `expected_attention` decodes with the soft expected alignment instead of
 /// the online hard attention. Inputs with unknown symbols are mapped to <unk>.
 EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Trains and evaluates every configuration of the recipe, two at a time (one thread each),
+# and prints the results table of README.md. Run from the repository root after
+# `make demo` (or after preparing the data and building build/bin/mona):
+#
+#   bash recipes/g2p-cmudict/run.sh [CONFIG_NAME ...]     # default: all six
+#
+# For each model: test PER and WER with greedy hard online decoding (the online path),
+# with beam 8 (rank 8, score threshold 3; on an evenly spaced 2000-word subset of the test
+# split, to bound the time), and with greedy decoding over the soft expected alignment
+# (the hard-vs-expected gap); words/s of greedy and beam decoding; training minutes/steps.
+set -euo pipefail
+BUILD=${BUILD:-build}
+mona="$BUILD/bin/mona"
+test_tsv=data/cache/g2p-cmudict/test.tsv
+configs=("$@")
+[[ ${#configs[@]} -gt 0 ]] || configs=(soft_bi soft_uni monotonic mocha_w2 mocha_w4 matcha)
+
+train_one() {
+  local name=$1
+  "$mona" train "recipes/g2p-cmudict/configs/$name.yaml" > "runs/g2p/$name.train.txt" 2> "runs/g2p/$name.progress.txt"
+}
+eval_one() {
+  local name=$1 ckpt="runs/g2p/$1/best.ckpt"
+  "$mona" eval "$ckpt" "$test_tsv" --beam 0 --json > "runs/g2p/$name.greedy.json"
+  "$mona" eval "$ckpt" "$test_tsv" --beam 8 --limit 2000 --json > "runs/g2p/$name.beam8.json"
+  "$mona" eval "$ckpt" "$test_tsv" --beam 0 --expected --json > "runs/g2p/$name.expected.json"
+}
+mkdir -p runs/g2p
+for ((k = 0; k < ${#configs[@]}; k += 2)); do
+  train_one "${configs[k]}" &
+  [[ $((k + 1)) -lt ${#configs[@]} ]] && train_one "${configs[k + 1]}" &
+  wait
+done
+for ((k = 0; k < ${#configs[@]}; k += 2)); do
+  eval_one "${configs[k]}" &
+  [[ $((k + 1)) -lt ${#configs[@]} ]] && eval_one "${configs[k + 1]}" &
+  wait
+done
+
+field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1"; }
+printf '| config | test PER | test WER | PER beam 8 | WER beam 8 | PER expected | WER expected | words/s greedy | words/s beam 8 | training |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
+for name in "${configs[@]}"; do
+  g=runs/g2p/$name.greedy.json; b=runs/g2p/$name.beam8.json; e=runs/g2p/$name.expected.json
+  steps=$(sed -n 's/^trained \([0-9]*\) steps in \([0-9.]*\) min.*/\1 steps, \2 min/p' "runs/g2p/$name.train.txt")
+  awk -v n="$name" -v gp="$(field $g token_error_rate)" -v gw="$(field $g sequence_error_rate)" \
+      -v bp="$(field $b token_error_rate)" -v bw="$(field $b sequence_error_rate)" \
+      -v ep="$(field $e token_error_rate)" -v ew="$(field $e sequence_error_rate)" \
+      -v gs="$(field $g inputs_per_second)" -v bs="$(field $b inputs_per_second)" -v st="$steps" \
+      'BEGIN { printf "| %s | %.2f%% | %.2f%% | %.2f%% | %.2f%% | %.2f%% | %.2f%% | %.0f | %.0f | %s |\n", n, 100*gp, 100*gw, 100*bp, 100*bw, 100*ep, 100*ew, gs, bs, st }'
+done
