@@ -54,7 +54,9 @@ awk -v per="$per" -v wer="$wer" -v wps="$wps" -v n="$words" -v m="$minutes" \
   'BEGIN { printf "| MoChA w=4, unidirectional | %d | %.2f%% | %.2f%% | %.0f | %.1f |\n", n, 100*per, 100*wer, wps, m }'
 
 step "streaming five test words (letters arrive one at a time)"
-cut -f1 "$data/test.tsv" | tr -d ' ' | awk 'length($0) >= 6 && !seen[$0]++' | head -n 5 > "$RUN_DIR/stream_words.txt"
+# five words spread over the (alphabetical) test split, 6 letters or more
+cut -f1 "$data/test.tsv" | tr -d ' ' | awk 'length($0) >= 6 && !seen[$0]++' |
+  awk '{ w[NR] = $0 } END { for (k = 1; k <= 5; ++k) print w[int(k * NR / 6)] }' > "$RUN_DIR/stream_words.txt"
 "$mona" stream "$ckpt" < "$RUN_DIR/stream_words.txt"
 
 step "alignment plot"

@@ -217,11 +217,11 @@ int main(int argc, char** argv) {
           const auto r = rec.result(*s);
           for (; shown < r.tokens.size(); ++shown) {
             const int64_t pos = r.input_positions[shown];
-            std::cout << "  " << when << "emit " << t.output_vocab.symbol(r.tokens[shown]) << "  at input "
-                      << (pos < 0 ? std::string("(none: attention ran past the end)")
+            std::cout << "  " << when << "emit " << t.output_vocab.symbol(r.tokens[shown]) << "  at "
+                      << (pos < 0 ? std::string("no input (the attention ran past the end)")
                           : pos >= static_cast<int64_t>(tokens.size())
-                              ? std::string("end of input")
-                              : std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'")
+                              ? std::string("the end of input")
+                              : "input " + std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'")
                       << std::endl;
           }
         };
