@@ -3,7 +3,7 @@
 # and prints the results table of README.md. Run from the repository root after
 # `make demo` (or after preparing the data and building build/bin/mona):
 #
-#   bash recipes/g2p-cmudict/run.sh [CONFIG_NAME ...]     # default: all six
+#   bash recipes/g2p-cmudict/run.sh [CONFIG_NAME ...]     # default: all eight
 #
 # For each model: test PER and WER with greedy hard online decoding (the online path),
 # with beam 8 (rank 8, score threshold 3; on an evenly spaced 2000-word subset of the test
@@ -14,7 +14,7 @@ BUILD=${BUILD:-build}
 mona="$BUILD/bin/mona"
 test_tsv=data/cache/g2p-cmudict/test.tsv
 configs=("$@")
-[[ ${#configs[@]} -gt 0 ]] || configs=(soft_bi soft_uni monotonic mocha_w2 mocha_w4 matcha)
+[[ ${#configs[@]} -gt 0 ]] || configs=(soft_bi soft_uni monotonic mocha_w2 mocha_w4 matcha sagmm_tr gmm)
 
 train_one() {
   local name=$1
