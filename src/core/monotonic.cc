@@ -12,6 +12,18 @@
 namespace mona::core {
 namespace {
 
+// The recurrences q and gq run along a whole row, so their rounding errors add up over T
+// steps; float inputs carry them in double (scalar code: the same speed), which keeps the
+// float kernels within a few float ulps of the exact result (bench/train: hard case).
+template <class T>
+struct Acc {
+  using type = double;
+};
+template <>
+struct Acc<long double> {
+  using type = long double;
+};
+
 // K consecutive rows i0 .. i0+K-1 of the forward recurrence over the n valid entries:
 // row r reads alpha[i0+r-1, j], which row r-1 produced at the same j. Interleaving the
 // rows in one j loop gives the CPU K recurrences to overlap (the dependency graph is a
@@ -19,16 +31,17 @@ namespace {
 // before out[0][j] is written. Row r lives at p + r * stride, out + r * stride.
 template <class T, int K>
 inline void rows_forward(int64_t n, const T* p, const T* a, T* out, int64_t stride) {
-  T q[K] = {};
-  T keep[K] = {};  // 1 - p[r][j-1]; q starts at 0 so its value at j = 0 does not matter
+  using A = typename Acc<T>::type;
+  A q[K] = {};
+  A keep[K] = {};  // 1 - p[r][j-1]; q starts at 0 so its value at j = 0 does not matter
   for (int64_t j = 0; j < n; ++j) {
-    T in = a[j];
+    A in = a[j];
     for (int r = 0; r < K; ++r) {
-      const T pj = p[r * stride + j];
+      const A pj = p[r * stride + j];
       q[r] = keep[r] * q[r] + in;
-      keep[r] = T(1) - pj;
+      keep[r] = A(1) - pj;
       in = pj * q[r];
-      out[r * stride + j] = in;
+      out[r * stride + j] = static_cast<T>(in);
     }
   }
 }
@@ -40,31 +53,32 @@ inline void rows_forward(int64_t n, const T* p, const T* a, T* out, int64_t stri
 template <class T, int K>
 inline void rows_backward(int64_t n, const T* p, const T* prev, const T* alpha,
                           const T* grad_alpha, T* g, T* grad_p, int64_t stride) {
+  using A = typename Acc<T>::type;
   {  // recompute q for each row: K independent recurrences
-    T q[K] = {};
-    T keep[K] = {};
+    A q[K] = {};
+    A keep[K] = {};
     for (int64_t j = 0; j < n; ++j) {
       for (int r = 0; r < K; ++r) {
-        const T in = r == 0 ? prev[j] : alpha[(r - 1) * stride + j];
+        const A in = r == 0 ? prev[j] : alpha[(r - 1) * stride + j];
         q[r] = keep[r] * q[r] + in;
-        keep[r] = T(1) - p[r * stride + j];
-        grad_p[r * stride + j] = q[r];
+        keep[r] = A(1) - A(p[r * stride + j]);
+        grad_p[r * stride + j] = static_cast<T>(q[r]);
       }
     }
   }
-  T gq_next[K] = {};  // gq[r, j+1]; gq[r, n] = 0
+  A gq_next[K] = {};  // gq[r, j+1]; gq[r, n] = 0
   for (int64_t j = n - 1; j >= 0; --j) {
-    T from_below = g[j];
+    A from_below = g[j];
     for (int r = K - 1; r >= 0; --r) {
       const int64_t k = r * stride + j;
-      const T G = grad_alpha[k] + from_below;
-      const T pj = p[k];
-      const T gq = G * pj + (T(1) - pj) * gq_next[r];
-      grad_p[k] = grad_p[k] * (G - gq_next[r]);
+      const A G = A(grad_alpha[k]) + from_below;
+      const A pj = p[k];
+      const A gq = G * pj + (A(1) - pj) * gq_next[r];
+      grad_p[k] = static_cast<T>(A(grad_p[k]) * (G - gq_next[r]));
       gq_next[r] = gq;
       from_below = gq;
     }
-    g[j] = from_below;
+    g[j] = static_cast<T>(from_below);
   }
 }
 
@@ -78,19 +92,21 @@ inline void row_forward(int64_t n, const T* p, const T* a, T* out) {
 // grad_alpha) and dL/dalpha[i-1, :] on exit.
 template <class T>
 inline void row_backward(int64_t n, const T* p, const T* a, T* g, T* grad_p) {
-  T q = 0;
-  T keep = 0;
+  using A = typename Acc<T>::type;
+  A q = 0;
+  A keep = 0;
   for (int64_t j = 0; j < n; ++j) {
-    q = keep * q + a[j];
-    keep = T(1) - p[j];
-    grad_p[j] = q;
+    q = keep * q + A(a[j]);
+    keep = A(1) - A(p[j]);
+    grad_p[j] = static_cast<T>(q);
   }
-  T gq_next = 0;
+  A gq_next = 0;
   for (int64_t j = n - 1; j >= 0; --j) {
-    const T G = g[j];
-    const T gq = G * p[j] + (T(1) - p[j]) * gq_next;
-    grad_p[j] = grad_p[j] * (G - gq_next);
-    g[j] = gq;
+    const A G = g[j];
+    const A pj = p[j];
+    const A gq = G * pj + (A(1) - pj) * gq_next;
+    grad_p[j] = static_cast<T>(A(grad_p[j]) * (G - gq_next));
+    g[j] = static_cast<T>(gq);
     gq_next = gq;
   }
 }

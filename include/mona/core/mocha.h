@@ -42,8 +42,9 @@
 // in_lens[b] = 0 or out_lens[b] = 0 gets all zeros (never NaN). Outputs may not alias
 // inputs or each other.
 //
-// Cost: O(T_b * min(w, T_b)) time per row (one exp per (chunk, entry) pair, three passes
-// forward, three backward); O(T) scratch per thread, allocated once per call.
+// Cost: O(T_b * min(w, T_b)) time per row (one exp per (chunk, entry) pair, evaluated in
+// SIMD by elementwise loops over the row, docs/math/mocha.md 2.4); (w + 2) T scratch values
+// per thread, allocated once per call.
 //
 // Errors (mona::Error, message names the kernel, the argument and the value found):
 //   w < 1; null pointers for required arguments (when the grid is non-empty); negative
