@@ -5,9 +5,11 @@
 // Energies are dot products: every energy of the module is a ScaledDotEnergy (g s^T W h + r)
 // whose W is set to the identity, g to 1 and r to 0, so e = s^T h as in the papers. One
 // trial produces all U context vectors of one output sequence: U calls of
-// Attention::hard_step(s_i, memory, state) over a finished OnlineMemory, exactly the calls a
-// streaming decoder makes (SoftAttention::hard_step attends over the whole finished memory;
-// MonotonicAttention and MoChA scan from t_{i-1}). The memory is built once per data set
+// Attention::hard_step_into(s_i, memory, state, out) over a finished OnlineMemory, the online
+// step a streaming decoder makes, with one HardStepOutput reused across the steps (the out=
+// form: the context is written into the previous step's tensor once the caller has let go of
+// it). SoftAttention attends over the whole finished memory; MonotonicAttention and MoChA scan
+// from t_{i-1}. The memory is built once per data set
 // with Attention::extend (its keys W h are one GEMM, identical for every mechanism, timed
 // separately as "extend"); each point cycles through a pool of independent data sets.
 //
@@ -16,8 +18,8 @@
 //               compiled with the same flags as mona (what one inspected entry must cost);
 //   probe/gemm: the same dot products as one large GEMM (ATen/OpenBLAS), the machine's
 //               attainable arithmetic throughput;
-//   probe/alloc, probe/view: one at::empty of d values and one OnlineMemory::values() view,
-//               the fixed per-step price of a step that returns tensors.
+//   probe/alloc: one at::empty of d values, what a step returning new tensors would add
+//               (twice) to each step.
 //
 // Usage: mona_bench_decode [--quick] [--csv=FILE] [--threads=N] [--reps=N]
 //                          [google-benchmark flags]
@@ -28,6 +30,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -116,13 +119,25 @@ std::vector<DataSet> make_pool(Attention& att, int64_t T, int64_t U, at::ScalarT
   return pool;
 }
 
-int64_t pool_size(int64_t T) { return T <= 1000 ? 10 : 2; }
+// How many data sets a point cycles through. The grid cycles through 10 (2 beyond T = 1000),
+// which at T = U <= 100 stay in the caches, as a decoder's memory does while it is being
+// decoded. The scaling sweep ("cold") instead gives every trial a data set no earlier trial
+// of the point touched: a pool of at least kColdBytes, 8x this machine's L3, so that every
+// size reads its memory from DRAM and the growth with T measures the algorithm rather than
+// the cache level the memory happens to fit in (a [1000, 256] float64 memory with its keys
+// is 4 MiB, beyond the L2; at T = 100 it is 400 KiB).
+constexpr double kColdBytes = 256.0 * (1 << 20);
+int64_t pool_size(int64_t T, int64_t U, at::ScalarType dtype, bool cold) {
+  if (!cold) return T <= 1000 ? 10 : 2;
+  const double bytes = static_cast<double>((2 * T + U) * kDim) * at::elementSize(dtype);
+  return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(kColdBytes / bytes)));
+}
 
 /// The decode benchmark: one iteration = one trial = U hard steps.
 void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::ScalarType dtype,
-               int64_t T, int64_t U) {
+               int64_t T, int64_t U, bool cold) {
   auto att = make_mechanism(mechanism, w, dtype);
-  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T),
+  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T, U, dtype, cold),
                         1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
   torch::NoGradGuard no_grad;
   int64_t inspected = 0, emitted = 0, trials = 0;
@@ -131,8 +146,9 @@ void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::Scala
     DataSet& ds = pool[k];
     k = (k + 1) % pool.size();
     HardState state;
+    mona::nn::HardStepOutput out;
     for (int64_t i = 0; i < U; ++i) {
-      const mona::nn::HardStepOutput out = att->hard_step(ds.queries[i], ds.memory, state);
+      att->hard_step_into(ds.queries[i], ds.memory, state, out);
       inspected += out.monotonic_energies + out.chunk_energies;
       emitted += out.status == HardStatus::kEmitted;
       benchmark::DoNotOptimize(out.context.data_ptr());
@@ -198,24 +214,12 @@ void bm_probe_gemm(benchmark::State& st, at::ScalarType dtype) {
   st.counters["dots"] = static_cast<double>(n * n);
 }
 
-/// The per-step floor of a tensor-returning step: one tensor allocation (at::empty of d
-/// values; a hard step makes two, context and weights) and one narrowed view of the memory
-/// (OnlineMemory::values(), made once per step by the argument checks).
+/// What a step returning new tensors would add: one tensor allocation (at::empty of d
+/// values; such a step makes two, context and weights). hard_step_into avoids them.
 void bm_probe_alloc(benchmark::State& st, at::ScalarType dtype) {
   for (auto _ : st) {
     at::Tensor t = at::empty({kDim}, at::TensorOptions().dtype(dtype));
     benchmark::DoNotOptimize(t.data_ptr());
-  }
-  st.counters["dots"] = 1;
-}
-
-void bm_probe_view(benchmark::State& st, at::ScalarType dtype) {
-  auto att = make_mechanism("monotonic", 1, dtype);
-  auto pool = make_pool(*att, 100, 1, dtype, 1, 5);
-  torch::NoGradGuard no_grad;
-  for (auto _ : st) {
-    at::Tensor v = pool[0].memory.values();
-    benchmark::DoNotOptimize(v.data_ptr());
   }
   st.counters["dots"] = 1;
 }
@@ -259,11 +263,6 @@ void register_all() {
       add(name, Point{"probe", "alloc", 0, dt, 1, 1, q ? 100 : 200000},
           benchmark::RegisterBenchmark(name.c_str(), bm_probe_alloc, dt));
     }
-    {
-      const std::string name = "probe/view/" + dn;
-      add(name, Point{"probe", "view", 0, dt, 1, 1, q ? 100 : 200000},
-          benchmark::RegisterBenchmark(name.c_str(), bm_probe_view, dt));
-    }
     // The T x U grid of the papers (T = U is its diagonal).
     const std::vector<int64_t> sizes =
         q ? std::vector<int64_t>{10, 20}
@@ -274,7 +273,8 @@ void register_all() {
           const std::string name = "grid/" + label(m) + "/" + dn + "/T:" + std::to_string(T) +
                                    "/U:" + std::to_string(U);
           add(name, Point{"grid", m.name, m.w, dt, T, U, q ? 3 : 100},
-              benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, T, U));
+              benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, T, U,
+                                           /*cold=*/false));
         }
       }
     }
@@ -288,7 +288,8 @@ void register_all() {
         if (q) trials = 2;
         const std::string name = "scaling/" + label(m) + "/" + dn + "/T=U:" + std::to_string(n);
         add(name, Point{"scaling", m.name, m.w, dt, n, n, trials},
-            benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, n, n));
+            benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, n, n,
+                                         /*cold=*/true));
       }
     }
     for (int64_t n : big) {

@@ -119,13 +119,44 @@ void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
 
 double sigmoid(double e) { return 1.0 / (1.0 + std::exp(-e)); }
 
+// Hints the CPU to load [p, p + bytes) into cache (no effect on results).
+inline void prefetch(const void* p, int64_t bytes) {
+#if defined(__GNUC__)
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// `t` as a 1-D tensor of n values of `dtype` for a hard step to write: kept when it already
+// is one whose storage nothing else refers to (the out= convention), else a new one. A
+// hard step's fixed cost is what bounds its speed, and an allocation is most of it.
+at::Tensor& output_tensor(at::Tensor& t, int64_t n, at::ScalarType dtype) {
+  const bool reusable = t.defined() && t.dim() == 1 && t.size(0) == n &&
+                        t.scalar_type() == dtype && t.is_cpu() && t.storage_offset() == 0 &&
+                        !t.requires_grad() && t.use_count() == 1 &&
+                        t.storage().use_count() == 1;
+  if (!reusable) t = at::empty({n}, at::TensorOptions().dtype(dtype));
+  return t;
+}
+
 // The zero context [n] of an exhausted hard step, in the query's dtype: what
-// torch::zeros({n}, query.options()) returns, without a dispatched fill (a hard step's
-// fixed cost is what bounds its speed).
-at::Tensor zero_context(int64_t n, const at::Tensor& query) {
-  at::Tensor z = at::empty({n}, query.options());
-  std::memset(z.data_ptr(), 0, z.nbytes());
-  return z;
+// torch::zeros({n}, query.options()) returns, without a dispatched fill.
+void zero_context(at::Tensor& context, int64_t n, const at::Tensor& query) {
+  output_tensor(context, n, query.scalar_type());
+  std::memset(context.data_ptr(), 0, context.nbytes());
+}
+
+// Every field of a hard step's output set to "nothing happened yet"; the tensors stay
+// (they are reused or replaced by the step that fills them).
+void reset_fields(HardStepOutput& out) {
+  out.status = HardStatus::kNeedMoreInput;
+  out.index = -1;
+  out.begin = -1;
+  out.monotonic_energies = 0;
+  out.chunk_energies = 0;
 }
 
 }  // namespace
@@ -223,7 +254,7 @@ void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
 namespace {
 void check_hard_query(const at::Tensor& query, const OnlineMemory& memory, int64_t dq,
                       const char* fn) {
-  TORCH_CHECK(query.defined() && query.device().is_cpu(), fn,
+  TORCH_CHECK(query.defined() && query.is_cpu(), fn,
               ": query: expected a defined CPU tensor",
               query.defined() ? std::string(", got device ") + query.device().str() : "");
   TORCH_CHECK(query.numel() == dq, fn, ": query: expected Dq = ", dq, " values, got ",
@@ -236,13 +267,13 @@ void check_hard_query(const at::Tensor& query, const OnlineMemory& memory, int64
 }
 }  // namespace
 
-HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memory,
-                               HardState& state) {
-  HardStepOutput out;
+void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+                     HardStepOutput& out) {
+  reset_fields(out);
   if (state.exhausted) {
     out.status = HardStatus::kExhausted;
-    out.context = zero_context(options_.memory_dim, query);
-    return out;
+    zero_context(out.context, options_.memory_dim, query);
+    return;
   }
   core::ScanOptions so;
   so.threshold = options_.threshold;
@@ -257,11 +288,18 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
     // op per step.
     const at::Tensor& keys = memory.keys_;
     const int64_t dk = keys.size(1);
+    const int64_t n = memory.size();
     AT_DISPATCH_FLOATING_TYPES(keys.scalar_type(), "hard_scan", [&] {
       const scalar_t* kp = keys.data_ptr<scalar_t>();
       r = core::monotonic_scan(
-          state.resume, memory.size(), memory.finished(),
-          [&](int64_t j) { return sigmoid(scorer(kp + j * dk)); }, so, &sample_rng_);
+          state.resume, n, memory.finished(),
+          [&](int64_t j) {
+            // The scan reads the keys row after row: ask for the next row while this one is
+            // scored, so a memory that is not in cache costs bandwidth, not latency.
+            if (j + 1 < n) prefetch(kp + (j + 1) * dk, dk * sizeof(scalar_t));
+            return sigmoid(scorer(kp + j * dk));
+          },
+          so, &sample_rng_);
     });
   }
   out.monotonic_energies = r.inspected;
@@ -278,8 +316,8 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
         // index).clone() and ones({1}) would return).
         const at::Tensor& values = memory.values_;
         const int64_t dh = values.size(1);
-        out.context = at::empty({dh}, values.options());
-        out.weights = at::empty({1}, values.options());
+        output_tensor(out.context, dh, values.scalar_type());
+        output_tensor(out.weights, 1, values.scalar_type());
         out.begin = r.index;
         AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "hard_context", [&] {
           const scalar_t* row = values.data_ptr<scalar_t>() + r.index * dh;
@@ -295,10 +333,9 @@ HardStepOutput Attention::scan(const at::Tensor& query, const OnlineMemory& memo
     case core::ScanStatus::kExhausted:
       out.status = HardStatus::kExhausted;
       state.exhausted = true;
-      out.context = zero_context(options_.memory_dim, query);
+      zero_context(out.context, options_.memory_dim, query);
       break;
   }
-  return out;
 }
 
 void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memory,
@@ -310,9 +347,15 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   const at::Tensor& keys = energy == chunk_energy() ? memory.chunk_keys_ : memory.keys_;
   const at::Tensor& values = memory.values_;
   const int64_t n = end - begin + 1, dk = keys.size(1), dh = values.size(1);
-  std::vector<double> u(static_cast<size_t>(n)), w(static_cast<size_t>(n));
-  out.context = at::empty({dh}, values.options());  // zeroed below, without a dispatched op
-  out.weights = at::empty({n}, values.options());
+  // Energies and weights of the chunk: per-thread scratch that only grows, so a step
+  // allocates nothing once the chunk sizes have been seen.
+  thread_local std::vector<double> u, w;
+  if (u.size() < static_cast<size_t>(n)) {
+    u.resize(static_cast<size_t>(n));
+    w.resize(static_cast<size_t>(n));
+  }
+  output_tensor(out.context, dh, values.scalar_type());  // zeroed below
+  output_tensor(out.weights, n, values.scalar_type());
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "chunk_context", [&] {
     const scalar_t* kp = keys.data_ptr<scalar_t>();
     for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
@@ -361,21 +404,20 @@ SequenceOutput SoftAttention::forward(const at::Tensor& queries, const Memory& m
   return out;
 }
 
-HardStepOutput SoftAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                                        HardState& state) {
+void SoftAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
+                                   HardState& state, HardStepOutput& out) {
   check_hard_query(query, memory, options_.query_dim, "SoftAttention::hard_step");
-  HardStepOutput out;
-  if (!memory.finished()) return out;  // soft attention needs the whole input
+  reset_fields(out);
+  if (!memory.finished()) return;  // soft attention needs the whole input
   if (memory.size() == 0) {
     out.status = HardStatus::kExhausted;
-    out.context = torch::zeros({options_.memory_dim}, query.options());
+    zero_context(out.context, options_.memory_dim, query);
     state.exhausted = true;
-    return out;
+    return;
   }
   chunk_context(query, memory, 0, memory.size() - 1, out);
   out.status = HardStatus::kEmitted;
   out.index = memory.size() - 1;
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -413,12 +455,12 @@ SequenceOutput MonotonicAttention::forward(const at::Tensor& queries, const Memo
   return out;
 }
 
-HardStepOutput MonotonicAttention::hard_step(const at::Tensor& query,
-                                             const OnlineMemory& memory, HardState& state) {
+void MonotonicAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
+                                        HardState& state, HardStepOutput& out) {
   check_hard_query(query, memory, options_.query_dim, "MonotonicAttention::hard_step");
   // On kEmitted, scan() has set the context h[index], the weight 1 and begin = index
   // (this mechanism has no chunk energy).
-  return scan(query, memory, state);
+  scan(query, memory, state, out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -448,15 +490,14 @@ SequenceOutput MoChA::forward(const at::Tensor& queries, const Memory& memory,
   return out;
 }
 
-HardStepOutput MoChA::hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                                HardState& state) {
+void MoChA::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
+                           HardState& state, HardStepOutput& out) {
   check_hard_query(query, memory, options_.query_dim, "MoChA::hard_step");
-  HardStepOutput out = scan(query, memory, state);
+  scan(query, memory, state, out);
   if (out.status == HardStatus::kEmitted) {
     chunk_context(query, memory, core::mocha_chunk_start(out.index, options_.chunk_size),
                   out.index, out);
   }
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -498,13 +539,12 @@ SequenceOutput MAtChA::forward(const at::Tensor& queries, const Memory& memory,
   return out;
 }
 
-HardStepOutput MAtChA::hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                                 HardState& state) {
+void MAtChA::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
+                            HardState& state, HardStepOutput& out) {
   check_hard_query(query, memory, options_.query_dim, "MAtChA::hard_step");
   const int64_t previous = state.t;
-  HardStepOutput out = scan(query, memory, state);
+  scan(query, memory, state, out);
   if (out.status == HardStatus::kEmitted) chunk_context(query, memory, previous, out.index, out);
-  return out;
 }
 
 }  // namespace mona::nn

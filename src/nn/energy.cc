@@ -19,6 +19,7 @@ double scalar_value(const at::Tensor& t) {
 // contiguous would return) without dispatching ops.
 at::Tensor flat_query(const at::Tensor& query) {
   if (query.dim() == 1 && query.is_contiguous()) return query;
+  torch::NoGradGuard no_grad;
   return query.reshape({-1}).contiguous();
 }
 }  // namespace
@@ -68,6 +69,8 @@ EnergyScorer AdditiveEnergy::scorer(const at::Tensor& query) {
   s.query = query_proj(query.reshape({-1})).contiguous();
   s.weight = effective_v().to(s.query.scalar_type()).contiguous();
   s.offset = monotonic_ ? scalar_value(r) : 0.0;
+  s.query_data = s.query.data_ptr();
+  s.weight_data = s.weight.data_ptr();
   return s;
 }
 
@@ -86,13 +89,13 @@ at::Tensor ScaledDotEnergy::forward(const at::Tensor& queries, const at::Tensor&
 }
 
 EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
-  torch::NoGradGuard no_grad;
   EnergyScorer s;
   s.kind = EnergyScorer::Kind::kDot;
   s.dim = dim_;
-  s.query = flat_query(query);
+  s.query = flat_query(query);  // no tensor op (so no autograd) for a 1-D contiguous query
   s.scale = scalar_value(g);
   s.offset = scalar_value(r);
+  s.query_data = s.query.data_ptr();
   return s;
 }
 

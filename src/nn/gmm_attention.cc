@@ -364,8 +364,8 @@ SequenceOutput GmmAttention::forward(const at::Tensor& queries, const Memory& me
   return out;
 }
 
-HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                                       HardState& state) {
+void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
+                                  HardState& state, HardStepOutput& out) {
   // Copy the per-hypothesis part (the positions are shared), step the copy, publish it as
   // a new immutable extension: copies of `state` made before this call are unaffected.
   std::shared_ptr<GmmHardState> next;
@@ -378,10 +378,14 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   } else {
     next = std::make_shared<GmmHardState>();
   }
-  HardStepOutput out = hard_step(query, memory, *next);
-  if (out.status == HardStatus::kEmitted) state.t = out.index;
+  HardStepOutput step = hard_step(query, memory, *next);
+  if (step.status == HardStatus::kEmitted) state.t = step.index;
   state.extension = std::move(next);
-  return out;
+  if (step.status == HardStatus::kNeedMoreInput) {  // keep out's tensors, as documented
+    step.context = std::move(out.context);
+    step.weights = std::move(out.weights);
+  }
+  out = std::move(step);
 }
 
 HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,

@@ -307,6 +307,60 @@ TEST(Attention, OnlineEqualsOfflineAndCostIsLinear) {
   }
 }
 
+// hard_step_into (the out= form) gives what hard_step gives, reuses the output tensors only
+// when the caller has let go of them, and never overwrites a context the caller kept.
+TEST(Attention, HardStepIntoReusesOnlyUnsharedOutputs) {
+  for (const auto& mech : kMechanisms) {
+    torch::manual_seed(41);
+    auto o = small_options("dot");
+    o.init_r = 0.0;
+    auto att = make(mech, o);
+    const int64_t T = 10, U = 8;
+    const auto memory = torch::randn({T, o.memory_dim}, torch::kDouble);
+    const auto queries = torch::randn({U, o.query_dim}, torch::kDouble);
+    nn::OnlineMemory mem_a, mem_b;
+    att->extend(mem_a, memory);
+    mem_a.finish();
+    att->extend(mem_b, memory);
+    mem_b.finish();
+    nn::HardState sa, sb;
+    nn::HardStepOutput out;
+    int64_t reused = 0, compared = 0;
+    for (int64_t i = 0; i < U; ++i) {
+      const auto q = queries[i];
+      const nn::HardStepOutput fresh = att->hard_step(q, mem_a, sa);
+      const void* before = out.context.defined() ? out.context.data_ptr() : nullptr;
+      // Keep a handle to the previous context on odd steps, a view of it on steps 2 mod 4.
+      at::Tensor kept, kept_copy;
+      if (out.context.defined() && i % 2 == 1) kept = out.context;
+      if (out.context.defined() && i % 4 == 2) kept = out.context.view({1, -1});
+      if (kept.defined()) kept_copy = kept.clone();
+      att->hard_step_into(q, mem_b, sb, out);
+      ASSERT_EQ(out.status, fresh.status) << mech << " step " << i;
+      EXPECT_EQ(out.index, fresh.index);
+      EXPECT_EQ(out.begin, fresh.begin);
+      EXPECT_EQ(out.monotonic_energies, fresh.monotonic_energies);
+      EXPECT_EQ(out.chunk_energies, fresh.chunk_energies);
+      if (fresh.status != HardStatus::kNeedMoreInput) {
+        EXPECT_TRUE(torch::equal(out.context, fresh.context)) << mech << " step " << i;
+        ++compared;
+      }
+      if (fresh.weights.defined()) {
+        EXPECT_TRUE(torch::equal(out.weights, fresh.weights)) << mech << " step " << i;
+      }
+      if (kept.defined()) {
+        EXPECT_TRUE(torch::equal(kept, kept_copy)) << mech << ": a kept context was overwritten";
+        EXPECT_NE(out.context.data_ptr(), kept.data_ptr()) << mech;
+      } else if (before != nullptr && out.context.data_ptr() == before) {
+        ++reused;
+      }
+    }
+    EXPECT_EQ(sa.t, sb.t);
+    EXPECT_GE(compared, U / 2) << mech;
+    EXPECT_GT(reused, 0) << mech << ": the unshared output was never reused";
+  }
+}
+
 TEST(Attention, TrainingNoiseIsSeededAndOffInEval) {
   auto o = small_options();
   auto att = make("monotonic", o);

@@ -150,7 +150,9 @@ enum class HardStatus {
 /// Result of a hard (test-time) step.
 struct HardStepOutput {
   HardStatus status = HardStatus::kNeedMoreInput;
-  at::Tensor context;        ///< [Dh] (undefined when status is kNeedMoreInput)
+  /// [Dh] (undefined when status is kNeedMoreInput, except after hard_step_into, which
+  /// then leaves the previous tensor in place)
+  at::Tensor context;
   at::Tensor weights;        ///< weights of the chunk entries [begin, index] ([n])
   int64_t index = -1;        ///< t_i, the chosen entry (last entry of the chunk)
   int64_t begin = -1;        ///< first entry of the attended chunk
@@ -176,9 +178,21 @@ class Attention : public torch::nn::Module {
 
   /// Appends frames [n, Dh] to a stream's memory, computing their keys once.
   void extend(OnlineMemory& memory, const at::Tensor& frames);
-  /// Test-time step for one stream: query s_{i-1} [Dq]. No autograd.
-  virtual HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                                   HardState& state) = 0;
+  /// Test-time step for one stream: query s_{i-1} [Dq]. No autograd. Returns new tensors.
+  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
+                           HardState& state) {
+    HardStepOutput out;
+    hard_step_into(query, memory, state, out);
+    return out;
+  }
+  /// The same step, written into `out` (the out= convention of ATen): every field is set
+  /// anew, and out.context / out.weights keep their storage when they already have the
+  /// size and dtype of the result and nothing else refers to them (no other tensor handle
+  /// or view); otherwise they are replaced by new tensors, so a context the caller kept is
+  /// never overwritten. A decoding loop that passes the same `out` at every step therefore
+  /// allocates nothing once the sizes settle. Throws like hard_step.
+  virtual void hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
+                              HardState& state, HardStepOutput& out) = 0;
 
   /// Restarts the training-noise and sampling generators from `seed`.
   void reseed_noise(uint64_t seed);
@@ -196,8 +210,10 @@ class Attention : public torch::nn::Module {
   virtual Energy* chunk_energy() { return nullptr; }
   /// p = sigmoid(e + noise) with noise in training mode only.
   at::Tensor selection_probability(const at::Tensor& energy);
-  /// Hard monotonic scan over `memory` for one query; on kChose fills index.
-  HardStepOutput scan(const at::Tensor& query, const OnlineMemory& memory, HardState& state);
+  /// Hard monotonic scan over `memory` for one query, into `out` (all fields reset); on
+  /// kChose fills index.
+  void scan(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+            HardStepOutput& out);
   /// Context sum_k w_k h_k over entries [begin, end] with chunk softmax of chunk energies.
   void chunk_context(const at::Tensor& query, const OnlineMemory& memory, int64_t begin,
                      int64_t end, HardStepOutput& out);
@@ -220,8 +236,8 @@ class SoftAttention : public Attention {
   StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
-  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                           HardState& state) override;
+  void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+                      HardStepOutput& out) override;
   bool is_online() const override { return false; }
   at::Tensor initial_state(const Memory&) const override { return {}; }
   std::shared_ptr<Energy> energy;
@@ -237,8 +253,8 @@ class MonotonicAttention : public Attention {
   StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
-  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                           HardState& state) override;
+  void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+                      HardStepOutput& out) override;
   std::shared_ptr<Energy> monotonic;
 
  protected:
@@ -252,8 +268,8 @@ class MoChA : public MonotonicAttention {
   StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
-  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                           HardState& state) override;
+  void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+                      HardStepOutput& out) override;
   std::shared_ptr<Energy> chunk;
 
  protected:
@@ -267,8 +283,8 @@ class MAtChA : public MonotonicAttention {
   StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
-  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                           HardState& state) override;
+  void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+                      HardStepOutput& out) override;
   std::shared_ptr<Energy> chunk;
 
  protected:

@@ -35,16 +35,18 @@ struct EnergyScorer {
   int64_t dim = 0;       ///< Dk, the key size
   at::Tensor query;      ///< [Dk] projected query (contiguous, the keys' dtype)
   at::Tensor weight;     ///< [Dk] v (kTanh only)
+  const void* query_data = nullptr;   ///< query.data_ptr(), read once by the energy
+  const void* weight_data = nullptr;  ///< weight.data_ptr() (kTanh only)
   double scale = 1.0;
   double offset = 0.0;
 
   /// Energy of the key at `key` (Dk contiguous values of the query's dtype).
   template <class T>
   double operator()(const T* key) const {
-    const T* q = query.data_ptr<T>();
+    const T* q = static_cast<const T*>(query_data);
     T acc = 0;
     if (kind == Kind::kTanh) {
-      const T* v = weight.data_ptr<T>();
+      const T* v = static_cast<const T*>(weight_data);
       for (int64_t k = 0; k < dim; ++k) acc += v[k] * std::tanh(q[k] + key[k]);
     } else {
 #pragma omp simd reduction(+ : acc)

@@ -159,8 +159,9 @@ class GmmAttention : public Attention {
                          const at::Tensor& out_lengths = {}) override;
   /// Shared-interface online step: state.extension holds an immutable GmmHardState (null:
   /// start of the utterance) that is replaced by a new one (see the header comment).
-  HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
-                           HardState& state) override;
+  void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
+                      HardStepOutput& out) override;
+  using Attention::hard_step;
   /// Linear-time online step. HardStepOutput.begin/index span the union of the heads'
   /// windows, weights are the mixture weights over it; monotonic_energies counts frames read.
   HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
