@@ -16,6 +16,8 @@
 // Also timed in the same run (roofline probes):
 //   probe/dot:  one d-dimensional dot product in a tight loop over a cache-resident memory,
 //               compiled with the same flags as mona (what one inspected entry must cost);
+//               probe/dot_grid_set: the same loop over as many bytes as a grid point at
+//               T = U = 100 cycles through, i.e. rows from the same cache level;
 //   probe/gemm: the same dot products as one large GEMM (ATen/OpenBLAS), the machine's
 //               attainable arithmetic throughput;
 //   probe/alloc: one at::empty of d values, what a step returning new tensors would add
@@ -187,8 +189,11 @@ __attribute__((noinline)) S dot_rows(const S* q, const S* h, int64_t n, int64_t 
   return total;
 }
 
-void bm_probe_dot(benchmark::State& st, at::ScalarType dtype) {
-  const int64_t n = 256;  // 256 x 256 doubles = 512 KiB: L2-resident, like a decode memory
+// n = 256 rows: 512 KiB of doubles, L2-resident. n = kGridRows: as many bytes as a grid
+// point at T = U = 100 cycles through (10 data sets of T keys, T values and U queries), so
+// the rows come from the same cache level as the decoder's.
+constexpr int64_t kGridRows = 10 * (100 + 100 + 100);
+void bm_probe_dot(benchmark::State& st, at::ScalarType dtype, int64_t n) {
   torch::manual_seed(3);
   const auto opt = at::TensorOptions().dtype(dtype);
   at::Tensor h = at::rand({n, kDim}, opt) * 2 - 1, q = at::rand({kDim}, opt) * 2 - 1;
@@ -251,7 +256,12 @@ void register_all() {
     {
       const std::string name = "probe/dot/" + dn;
       add(name, Point{"probe", "dot", 0, dt, 256, 1, q ? 100 : 20000},
-          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt));
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, int64_t{256}));
+    }
+    {
+      const std::string name = "probe/dot_grid_set/" + dn;
+      add(name, Point{"probe", "dot_grid_set", 0, dt, kGridRows, 1, q ? 10 : 2000},
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, kGridRows));
     }
     {
       const std::string name = "probe/gemm/" + dn;

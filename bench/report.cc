@@ -586,16 +586,20 @@ int main(int argc, char** argv) {
   const DecodeRow* pgemm = find_decode("probe", "gemm", 0, "float64", 1024, 1024);
   const DecodeRow* pdot32 = find_decode("probe", "dot", 0, "float32", 256, 1);
   const DecodeRow* pgemm32 = find_decode("probe", "gemm", 0, "float32", 1024, 1024);
+  const DecodeRow* pset = find_decode("probe", "dot_grid_set", 0, "float64", 3000, 1);
+  const DecodeRow* pset32 = find_decode("probe", "dot_grid_set", 0, "float32", 3000, 1);
   auto per_dot = [](const DecodeRow* r) { return r && r->dots > 0 ? r->ns / r->dots : NAN; };
   line("### Roofline probes and cost per inspected memory entry");
   line();
   line("`probe/dot`: one d = 256 dot product in a tight loop over an L2-resident memory, compiled"
-       " with mona's flags (the cost floor of one inspected entry); `probe/gemm`: the same dot"
+       " with mona's flags (the cost floor of one inspected entry); `probe/dot_grid_set`: the same"
+       " loop over as many bytes as the grid point cycles through (3000 rows, from the same cache"
+       " level as the decoder's memory); `probe/gemm`: the same dot"
        " products as one [1024, 256] x [256, 1024] GEMM (OpenBLAS), the machine's attainable"
        " throughput.");
   line();
-  line("| dtype | dot loop ns/dot | GEMM ns/dot | soft ns/entry | monotonic ns/entry | monotonic / dot loop | monotonic / GEMM dot | entries inspected per step (monotonic) |");
-  line("|---|---|---|---|---|---|---|---|");
+  line("| dtype | dot loop ns/dot | dot loop, grid's working set, ns/dot | GEMM ns/dot | soft ns/entry | monotonic ns/entry | monotonic / dot loop | monotonic / GEMM dot | entries inspected per step (monotonic) |");
+  line("|---|---|---|---|---|---|---|---|---|");
   double mono_ratio64 = NAN;
   for (const std::string dt : {"float64", "float32"}) {
     const double d = per_dot(dt == "float64" ? pdot : pdot32);
@@ -605,7 +609,8 @@ int main(int argc, char** argv) {
     const double mono_entry = mono && mono->inspected > 0 ? mono->ns / mono->inspected : NAN;
     const double soft_entry = soft && soft->inspected > 0 ? soft->ns / soft->inspected : NAN;
     if (dt == "float64") mono_ratio64 = mono_entry / d;
-    line("| " + dt + " | " + fmt(d) + " | " + fmt(g) + " | " + fmt(soft_entry) + " | " +
+    const double dset = per_dot(dt == "float64" ? pset : pset32);
+    line("| " + dt + " | " + fmt(d) + " | " + fmt(dset) + " | " + fmt(g) + " | " + fmt(soft_entry) + " | " +
          fmt(mono_entry) + " | " + fixed(mono_entry / d, 1) + "x | " + fixed(mono_entry / g, 1) +
          "x | " + (mono ? fixed(mono->inspected / nmax, 2) : "n/a") + " |");
   }
