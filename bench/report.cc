@@ -591,8 +591,8 @@ int main(int argc, char** argv) {
   auto per_dot = [](const DecodeRow* r) { return r && r->dots > 0 ? r->ns / r->dots : NAN; };
   line("### Roofline probes and cost per inspected memory entry");
   line();
-  line("`probe/dot`: one d = 256 dot product in a tight loop over an L2-resident memory, compiled"
-       " with mona's flags (the cost floor of one inspected entry); `probe/dot_grid_set`: the same"
+  line("`probe/dot`: one d = 256 dot product in a tight loop over an L2-resident memory, by the"
+       " dot routine of mona's energies (the cost floor of one inspected entry); `probe/dot_grid_set`: the same"
        " loop over as many bytes as the grid point cycles through (3000 rows, from the same cache"
        " level as the decoder's memory); `probe/gemm`: the same dot"
        " products as one [1024, 256] x [256, 1024] GEMM (OpenBLAS), the machine's attainable"

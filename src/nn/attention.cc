@@ -284,6 +284,8 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
                              &sample_rng_);
   } else {
     const EnergyScorer scorer = main_energy().scorer(query);
+    const double logit_tau = std::log(so.threshold / (1.0 - so.threshold));
+    const double decide_lo = logit_tau - 1e-6, decide_hi = logit_tau + 1e-6;
     // The key buffer itself (rows [0, size) are the keys), not a narrowed view: no tensor
     // op per step.
     const at::Tensor& keys = memory.keys_;
@@ -297,7 +299,16 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
             // The scan reads the keys row after row: ask for the next row while this one is
             // scored, so a memory that is not in cache costs bandwidth, not latency.
             if (j + 1 < n) prefetch(kp + (j + 1) * dk, dk * sizeof(scalar_t));
-            return sigmoid(scorer(kp + j * dk));
+            const double e = scorer(kp + j * dk);
+            // With a threshold, an energy clearly on one side of logit(tau) decides without
+            // the sigmoid: 1 and 0 stand for "p >= tau" and "p < tau". Within the margin
+            // (far wider than the sigmoid's rounding) p itself is computed and compared, so
+            // every decision is the one p = sigmoid(e) >= tau makes.
+            if (!so.sample) {
+              if (e > decide_hi) return 1.0;
+              if (e < decide_lo) return 0.0;
+            }
+            return sigmoid(e);
           },
           so, &sample_rng_);
     });

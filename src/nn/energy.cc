@@ -9,7 +9,7 @@ namespace {
 // The value of a one-element float/double tensor, read without a dispatched op (item()
 // costs a dispatcher round trip, paid once per hard decoding step).
 double scalar_value(const at::Tensor& t) {
-  if (t.numel() == 1 && t.device().is_cpu()) {
+  if (t.numel() == 1 && t.is_cpu()) {
     if (t.scalar_type() == at::kDouble) return *t.data_ptr<double>();
     if (t.scalar_type() == at::kFloat) return static_cast<double>(*t.data_ptr<float>());
   }
@@ -92,10 +92,16 @@ EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
   EnergyScorer s;
   s.kind = EnergyScorer::Kind::kDot;
   s.dim = dim_;
-  s.query = flat_query(query);  // no tensor op (so no autograd) for a 1-D contiguous query
+  // A 1-D contiguous query is read in place (no tensor op, no reference count traffic);
+  // anything else is flattened into a tensor the scorer keeps.
+  if (query.dim() == 1 && query.is_contiguous()) {
+    s.query_data = query.data_ptr();
+  } else {
+    s.query = flat_query(query);
+    s.query_data = s.query.data_ptr();
+  }
   s.scale = scalar_value(g);
   s.offset = scalar_value(r);
-  s.query_data = s.query.data_ptr();
   return s;
 }
 

@@ -26,14 +26,39 @@
 
 namespace mona::nn {
 
+namespace detail {
+/// sum_k a[k] b[k] over n values, with independent partial sums so that the loop runs at
+/// the core's throughput rather than at the latency of one chain of additions (a plain
+/// reduction loop waits for every addition before the next). The partial sums are combined
+/// in a fixed order, so the result does not depend on anything but the inputs.
+template <class T>
+inline T dot(const T* a, const T* b, int64_t n) {
+  constexpr int kLanes = 32 / sizeof(T);  // 4 SSE2 vectors of partial sums
+  T acc[kLanes] = {};
+  const int64_t m = n - n % kLanes;
+  for (int64_t k = 0; k < m; k += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[k + l] * b[k + l];
+  }
+  T tail = 0;
+  for (int64_t k = m; k < n; ++k) tail += a[k] * b[k];
+  for (int w = kLanes / 2; w >= 1; w /= 2) {
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  }
+  return acc[0] + tail;
+}
+}  // namespace detail
+
 /// Evaluates one prepared query against single keys; no autograd, no allocation.
+/// It may read the query passed to Energy::scorer in place: keep that tensor alive while
+/// the scorer is in use.
 /// For kind kTanh: e = scale * sum_k weight[k] tanh(query[k] + key[k]) + offset.
 /// For kind kDot:  e = scale * sum_k query[k] key[k] + offset.
 struct EnergyScorer {
   enum class Kind { kTanh, kDot };
   Kind kind = Kind::kDot;
   int64_t dim = 0;       ///< Dk, the key size
-  at::Tensor query;      ///< [Dk] projected query (contiguous, the keys' dtype)
+  at::Tensor query;      ///< [Dk] projected query (contiguous, the keys' dtype), or undefined
+                         ///< when the caller's query is read in place
   at::Tensor weight;     ///< [Dk] v (kTanh only)
   const void* query_data = nullptr;   ///< query.data_ptr(), read once by the energy
   const void* weight_data = nullptr;  ///< weight.data_ptr() (kTanh only)
@@ -49,8 +74,7 @@ struct EnergyScorer {
       const T* v = static_cast<const T*>(weight_data);
       for (int64_t k = 0; k < dim; ++k) acc += v[k] * std::tanh(q[k] + key[k]);
     } else {
-#pragma omp simd reduction(+ : acc)
-      for (int64_t k = 0; k < dim; ++k) acc += q[k] * key[k];
+      acc = detail::dot(q, key, dim);
     }
     return scale * static_cast<double>(acc) + offset;
   }
