@@ -361,6 +361,49 @@ TEST(Attention, HardStepIntoReusesOnlyUnsharedOutputs) {
   }
 }
 
+// The online scan decides clear-cut energies against logit(tau) without evaluating the
+// sigmoid; every decision must still be the one p = 1 / (1 + exp(-e)) >= tau makes, also for
+// energies within rounding of the threshold. With d = 1, W = 1, g = 1, r = 0 and query 1,
+// the energy of entry j is exactly h_j.
+TEST(Attention, HardDecisionsEqualTheSigmoidRuleAtTheThreshold) {
+  for (double tau : {0.5, 0.3, 0.9, 0.01}) {
+    AttentionOptions o;
+    o.query_dim = 1;
+    o.memory_dim = 1;
+    o.energy = "dot";
+    o.monotonic_energy = "dot";
+    o.threshold = tau;
+    o.noise_std = 0;
+    auto att = make("monotonic", o);
+    {
+      torch::NoGradGuard ng;
+      auto& e = dynamic_cast<nn::ScaledDotEnergy&>(
+          *std::dynamic_pointer_cast<nn::MonotonicAttention>(att)->monotonic);
+      e.memory_proj->weight.fill_(1.0);
+      e.g.fill_(1.0);
+      e.r.fill_(0.0);
+    }
+    const double logit = std::log(tau / (1 - tau));
+    for (double delta : {-3e-6, -1e-6, -2e-7, -1e-12, -1e-15, 0.0, 1e-15, 1e-12, 2e-7, 1e-6,
+                         3e-6}) {
+      // Entry 0 far below the threshold, entry 1 at logit + delta, entry 2 far above.
+      const std::vector<double> energies = {logit - 5, logit + delta, logit + 5};
+      const auto h = torch::tensor(energies, torch::kDouble).reshape({3, 1});
+      nn::OnlineMemory mem;
+      att->extend(mem, h);
+      mem.finish();
+      nn::HardState st;
+      const auto out = att->hard_step(torch::ones({1}, torch::kDouble), mem, st);
+      int64_t expected = -1;
+      for (int64_t j = 0; j < 3 && expected < 0; ++j) {
+        if (1.0 / (1.0 + std::exp(-energies[j])) >= tau) expected = j;
+      }
+      ASSERT_EQ(out.status, HardStatus::kEmitted);
+      EXPECT_EQ(out.index, expected) << "tau " << tau << " delta " << delta;
+    }
+  }
+}
+
 TEST(Attention, TrainingNoiseIsSeededAndOffInEval) {
   auto o = small_options();
   auto att = make("monotonic", o);
