@@ -119,6 +119,11 @@ void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
 
 double sigmoid(double e) { return 1.0 / (1.0 + std::exp(-e)); }
 
+// How much of the next key row the scan asks for ahead: the first cache lines start the
+// hardware's stream prefetcher on the row; asking for every line costs more than it saves
+// when the memory is already in cache.
+constexpr int64_t kPrefetchBytes = 256;
+
 // Hints the CPU to load [p, p + bytes) into cache (no effect on results).
 inline void prefetch(const void* p, int64_t bytes) {
 #if defined(__GNUC__)
@@ -198,6 +203,9 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
   grow(values_, v);
   grow(keys_, k);
   grow(chunk_keys_, ck);
+  values_data_ = values_.defined() ? values_.data_ptr() : nullptr;
+  keys_data_ = keys_.defined() ? keys_.data_ptr() : nullptr;
+  chunk_keys_data_ = chunk_keys_.defined() ? chunk_keys_.data_ptr() : nullptr;
   size_ += n;
 }
 
@@ -292,13 +300,13 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     const int64_t dk = keys.size(1);
     const int64_t n = memory.size();
     AT_DISPATCH_FLOATING_TYPES(keys.scalar_type(), "hard_scan", [&] {
-      const scalar_t* kp = keys.data_ptr<scalar_t>();
+      const scalar_t* kp = static_cast<const scalar_t*>(memory.keys_data_);
       r = core::monotonic_scan(
           state.resume, n, memory.finished(),
           [&](int64_t j) {
             // The scan reads the keys row after row: ask for the next row while this one is
             // scored, so a memory that is not in cache costs bandwidth, not latency.
-            if (j + 1 < n) prefetch(kp + (j + 1) * dk, dk * sizeof(scalar_t));
+            if (j + 1 < n) prefetch(kp + (j + 1) * dk, std::min<int64_t>(dk * sizeof(scalar_t), kPrefetchBytes));
             const double e = scorer(kp + j * dk);
             // With a threshold, an energy clearly on one side of logit(tau) decides without
             // the sigmoid: 1 and 0 stand for "p >= tau" and "p < tau". Within the margin
@@ -331,7 +339,7 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
         output_tensor(out.weights, 1, values.scalar_type());
         out.begin = r.index;
         AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "hard_context", [&] {
-          const scalar_t* row = values.data_ptr<scalar_t>() + r.index * dh;
+          const scalar_t* row = static_cast<const scalar_t*>(memory.values_data_) + r.index * dh;
           std::copy(row, row + dh, out.context.data_ptr<scalar_t>());
           *out.weights.data_ptr<scalar_t>() = scalar_t(1);
         });
@@ -368,10 +376,11 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   output_tensor(out.context, dh, values.scalar_type());  // zeroed below
   output_tensor(out.weights, n, values.scalar_type());
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "chunk_context", [&] {
-    const scalar_t* kp = keys.data_ptr<scalar_t>();
+    const scalar_t* kp = static_cast<const scalar_t*>(
+        energy == chunk_energy() ? memory.chunk_keys_data_ : memory.keys_data_);
     for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
     core::chunk_softmax(u.data(), 0, n - 1, w.data());
-    const scalar_t* vp = values.data_ptr<scalar_t>();
+    const scalar_t* vp = static_cast<const scalar_t*>(memory.values_data_);
     scalar_t* cp = out.context.data_ptr<scalar_t>();
     std::fill(cp, cp + dh, scalar_t(0));
     scalar_t* wp = out.weights.data_ptr<scalar_t>();

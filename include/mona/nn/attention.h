@@ -119,6 +119,11 @@ class OnlineMemory {
   friend class Attention;
   void append(const at::Tensor& values, const at::Tensor& keys, const at::Tensor& chunk_keys);
   at::Tensor values_, keys_, chunk_keys_;  // capacity-sized buffers
+  // Their data, read by every hard step without going through the tensor API (updated
+  // whenever a buffer is replaced).
+  const void* values_data_ = nullptr;
+  const void* keys_data_ = nullptr;
+  const void* chunk_keys_data_ = nullptr;
   int64_t size_ = 0;
   bool finished_ = false;
 };
