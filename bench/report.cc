@@ -630,7 +630,8 @@ int main(int argc, char** argv) {
          fixed(per_step_entries, 2) + " entries inspected, i.e. " + fmt(per_step_entries * d) +
          " ns of dot products at the probe's speed). The remaining " + fmt(fixed_ns) +
          " ns are the step's fixed part: argument checks, preparing the query for the energy,"
-         " one sigmoid per entry and the copy of the chosen entry (d values) into the context."
+         " the threshold decision per entry (a sigmoid only for energies within 1e-6 of"
+         " logit(tau)) and the copy of the chosen entry (d values) into the context."
          " The step writes into the previous step's output tensors (`hard_step_into`); a step"
          " returning new tensors would add two `at::empty` of " + fmt(al->ns) + " ns each.");
   }
