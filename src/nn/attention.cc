@@ -147,6 +147,13 @@ at::Tensor& output_tensor(at::Tensor& t, int64_t n, at::ScalarType dtype) {
   return t;
 }
 
+// The data of a tensor that output_tensor has just made or kept (dense, CPU, dtype T):
+// what data_ptr<T>() returns, without its checks, which a hard step would pay per call.
+template <class T>
+T* output_data(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->unsafe_data<T>();
+}
+
 // The zero context [n] of an exhausted hard step, in the query's dtype: what
 // torch::zeros({n}, query.options()) returns, without a dispatched fill.
 void zero_context(at::Tensor& context, int64_t n, const at::Tensor& query) {
@@ -340,8 +347,8 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
         out.begin = r.index;
         AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "hard_context", [&] {
           const scalar_t* row = static_cast<const scalar_t*>(memory.values_data_) + r.index * dh;
-          std::copy(row, row + dh, out.context.data_ptr<scalar_t>());
-          *out.weights.data_ptr<scalar_t>() = scalar_t(1);
+          std::copy(row, row + dh, output_data<scalar_t>(out.context));
+          *output_data<scalar_t>(out.weights) = scalar_t(1);
         });
       }
       break;
@@ -381,9 +388,9 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
     for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
     core::chunk_softmax(u.data(), 0, n - 1, w.data());
     const scalar_t* vp = static_cast<const scalar_t*>(memory.values_data_);
-    scalar_t* cp = out.context.data_ptr<scalar_t>();
+    scalar_t* cp = output_data<scalar_t>(out.context);
     std::fill(cp, cp + dh, scalar_t(0));
-    scalar_t* wp = out.weights.data_ptr<scalar_t>();
+    scalar_t* wp = output_data<scalar_t>(out.weights);
     for (int64_t k = 0; k < n; ++k) {
       const scalar_t wk = static_cast<scalar_t>(w[k]);
       wp[k] = wk;

@@ -9,9 +9,12 @@ namespace {
 // The value of a one-element float/double tensor, read without a dispatched op (item()
 // costs a dispatcher round trip, paid once per hard decoding step).
 double scalar_value(const at::Tensor& t) {
-  if (t.numel() == 1 && t.is_cpu()) {
-    if (t.scalar_type() == at::kDouble) return *t.data_ptr<double>();
-    if (t.scalar_type() == at::kFloat) return static_cast<double>(*t.data_ptr<float>());
+  // A dense one-element CPU tensor of a known dtype is read without data_ptr's checks (this
+  // runs for every hard step); anything else goes through item().
+  if (t.numel() == 1 && t.is_cpu() && t.layout() == at::kStrided && t.has_storage()) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (t.scalar_type() == at::kDouble) return *impl->unsafe_data<double>();
+    if (t.scalar_type() == at::kFloat) return static_cast<double>(*impl->unsafe_data<float>());
   }
   return t.item<double>();
 }
