@@ -496,6 +496,14 @@ int main(int argc, char** argv) {
       x.ref_grad = std::stod(r[crg]);
       g_train.push_back(x);
     }
+    // Table order: larger batch first, the normal case before the hard one, the alignment
+    // before MoChA (the CSV follows the randomly interleaved run order).
+    std::stable_sort(g_train.begin(), g_train.end(), [](const TrainRow& a, const TrainRow& b) {
+      if (a.op == "copy" || b.op == "copy") return a.op == "copy" && b.op != "copy";
+      if (a.B != b.B) return a.B > b.B;
+      if (a.which != b.which) return a.which == "normal";
+      return a.op < b.op;
+    });
   }
 
   // Which sizes are present (the quick mode runs smaller ones).
@@ -529,9 +537,9 @@ int main(int argc, char** argv) {
     if (machine.count(k)) line("- " + std::string(k) + ": " + machine[k]);
   }
   line("- times are CPU time of the benchmarking process (google-benchmark): the mean over the "
-       "trials of one repetition, then the minimum over the repetitions (decode: 5, interleaved "
-       "at random across the run; train: 3), since other jobs on the shared machine only ever "
-       "add time; wall time is noisier.");
+       "trials of one repetition, then the minimum over the repetitions (5 of every point, "
+       "interleaved at random across the run, for decode and train alike), since other jobs on "
+       "the shared machine only ever add time; wall time is noisier.");
   line();
 
   // ------------------------------------------------------------------ decode
