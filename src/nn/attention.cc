@@ -299,8 +299,7 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
                              &sample_rng_);
   } else {
     const EnergyScorer scorer = main_energy().scorer(query);
-    const double logit_tau = std::log(so.threshold / (1.0 - so.threshold));
-    const double decide_lo = logit_tau - 1e-6, decide_hi = logit_tau + 1e-6;
+    const double decide_lo = logit_threshold_ - 1e-6, decide_hi = logit_threshold_ + 1e-6;
     // The key buffer itself (rows [0, size) are the keys), not a narrowed view: no tensor
     // op per step.
     const at::Tensor& keys = memory.keys_;

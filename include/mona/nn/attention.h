@@ -40,6 +40,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -168,7 +169,9 @@ struct HardStepOutput {
 /// The interface every mechanism implements (see the header comment).
 class Attention : public torch::nn::Module {
  public:
-  explicit Attention(AttentionOptions options) : options_(std::move(options)) {}
+  explicit Attention(AttentionOptions options)
+      : options_(std::move(options)),
+        logit_threshold_(std::log(options_.threshold / (1.0 - options_.threshold))) {}
 
   /// Prepares a memory h [B, T, Dh] with optional lengths [B] (computes the keys).
   Memory prepare(const at::Tensor& memory, const at::Tensor& lengths = {});
@@ -224,6 +227,7 @@ class Attention : public torch::nn::Module {
                      int64_t end, HardStepOutput& out);
 
   AttentionOptions options_;
+  double logit_threshold_;  ///< log(tau / (1 - tau)), for the scan's threshold decisions
   at::Generator noise_gen_;
   core::Rng sample_rng_;
 };
