@@ -186,7 +186,12 @@ class Attention : public torch::nn::Module {
 
   /// Appends frames [n, Dh] to a stream's memory, computing their keys once.
   void extend(OnlineMemory& memory, const at::Tensor& frames);
-  /// Test-time step for one stream: query s_{i-1} [Dq]. No autograd. Returns new tensors.
+  /// Test-time step for one stream (002 Alg. 1's scan from t_{i-1}; MoChA then attends
+  /// over the chunk of 000 eqs. 14-16, MAtChA over [t_{i-1}, t_i] of 000 App. C): query
+  /// s_{i-1} [Dq] of the memory's dtype -> HardStepOutput (context [Dh], weights [n]).
+  /// No autograd. Returns new tensors. Throws c10::Error naming the argument for an
+  /// undefined or non-CPU query, a query without Dq values, or a dtype other than the
+  /// memory's.
   HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
                            HardState& state) {
     HardStepOutput out;
