@@ -12,6 +12,7 @@
 #endif
 
 #include "parallel.h"
+#include "targets.h"
 #include "validate.h"
 #include "vexp.h"
 
@@ -145,7 +146,7 @@ void check_w(int64_t w, const char* kernel) {
 }  // namespace
 
 template <class T>
-void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int64_t w) {
+MONA_KERNEL_TARGETS void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int64_t w) {
   const char* kName = "mocha_chunkwise";
   check_w(w, kName);
   grid.validate(kName);
@@ -178,7 +179,7 @@ void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int6
 }
 
 template <class T>
-void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T* grad_alpha,
+MONA_KERNEL_TARGETS void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T* grad_alpha,
                               T* grad_u, const Grid& grid, int64_t w) {
   const char* kName = "mocha_chunkwise_backward";
   check_w(w, kName);

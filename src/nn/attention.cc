@@ -15,6 +15,7 @@
 #include "mona/core/softmax.h"
 #include "mona/nn/functional.h"
 #include "mona/nn/gmm_attention.h"
+#include "raw_tensor.h"
 
 namespace mona::nn {
 
@@ -139,11 +140,7 @@ inline void prefetch(const void* p, int64_t bytes) {
 // is one whose storage nothing else refers to (the out= convention), else a new one. A
 // hard step's fixed cost is what bounds its speed, and an allocation is most of it.
 at::Tensor& output_tensor(at::Tensor& t, int64_t n, at::ScalarType dtype) {
-  const bool reusable = t.defined() && t.dim() == 1 && t.size(0) == n &&
-                        t.scalar_type() == dtype && t.is_cpu() && t.storage_offset() == 0 &&
-                        !t.requires_grad() && t.use_count() == 1 &&
-                        t.storage().use_count() == 1;
-  if (!reusable) t = at::empty({n}, at::TensorOptions().dtype(dtype));
+  if (!detail::reusable_output(t, n, dtype)) t = at::empty({n}, at::TensorOptions().dtype(dtype));
   return t;
 }
 
@@ -158,7 +155,7 @@ T* output_data(const at::Tensor& t) {
 // torch::zeros({n}, query.options()) returns, without a dispatched fill.
 void zero_context(at::Tensor& context, int64_t n, const at::Tensor& query) {
   output_tensor(context, n, query.scalar_type());
-  std::memset(context.data_ptr(), 0, context.nbytes());
+  std::memset(const_cast<void*>(detail::dense_cpu_data(context)), 0, context.nbytes());
 }
 
 // Every field of a hard step's output set to "nothing happened yet"; the tensors stay
@@ -213,6 +210,10 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
   values_data_ = values_.defined() ? values_.data_ptr() : nullptr;
   keys_data_ = keys_.defined() ? keys_.data_ptr() : nullptr;
   chunk_keys_data_ = chunk_keys_.defined() ? chunk_keys_.data_ptr() : nullptr;
+  value_dim_ = values_.defined() ? values_.size(1) : 0;
+  key_dim_ = keys_.defined() ? keys_.size(1) : 0;
+  chunk_key_dim_ = chunk_keys_.defined() ? chunk_keys_.size(1) : 0;
+  dtype_ = values_.defined() ? values_.scalar_type() : at::kFloat;
   size_ += n;
 }
 
@@ -302,10 +303,9 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     const double decide_lo = logit_threshold_ - 1e-6, decide_hi = logit_threshold_ + 1e-6;
     // The key buffer itself (rows [0, size) are the keys), not a narrowed view: no tensor
     // op per step.
-    const at::Tensor& keys = memory.keys_;
-    const int64_t dk = keys.size(1);
+    const int64_t dk = memory.key_dim_;
     const int64_t n = memory.size();
-    AT_DISPATCH_FLOATING_TYPES(keys.scalar_type(), "hard_scan", [&] {
+    AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
       const scalar_t* kp = static_cast<const scalar_t*>(memory.keys_data_);
       r = core::monotonic_scan(
           state.resume, n, memory.finished(),
@@ -339,12 +339,11 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
         // Made here, from the value buffer and without dispatched tensor ops, because this
         // is the whole per-step cost besides the energies (what values().select(0,
         // index).clone() and ones({1}) would return).
-        const at::Tensor& values = memory.values_;
-        const int64_t dh = values.size(1);
-        output_tensor(out.context, dh, values.scalar_type());
-        output_tensor(out.weights, 1, values.scalar_type());
+        const int64_t dh = memory.value_dim_;
+        output_tensor(out.context, dh, memory.dtype_);
+        output_tensor(out.weights, 1, memory.dtype_);
         out.begin = r.index;
-        AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "hard_context", [&] {
+        AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_context", [&] {
           const scalar_t* row = static_cast<const scalar_t*>(memory.values_data_) + r.index * dh;
           std::copy(row, row + dh, output_data<scalar_t>(out.context));
           *output_data<scalar_t>(out.weights) = scalar_t(1);
@@ -369,9 +368,9 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   if (energy == nullptr) energy = &main_energy();
   const EnergyScorer scorer = energy->scorer(query);
   // The buffers themselves (rows [0, size) are valid), not narrowed views: no tensor op.
-  const at::Tensor& keys = energy == chunk_energy() ? memory.chunk_keys_ : memory.keys_;
-  const at::Tensor& values = memory.values_;
-  const int64_t n = end - begin + 1, dk = keys.size(1), dh = values.size(1);
+  const bool chunk_keys = energy == chunk_energy();
+  const int64_t n = end - begin + 1;
+  const int64_t dk = chunk_keys ? memory.chunk_key_dim_ : memory.key_dim_, dh = memory.value_dim_;
   // Energies and weights of the chunk: per-thread scratch that only grows, so a step
   // allocates nothing once the chunk sizes have been seen.
   thread_local std::vector<double> u, w;
@@ -379,11 +378,11 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
     u.resize(static_cast<size_t>(n));
     w.resize(static_cast<size_t>(n));
   }
-  output_tensor(out.context, dh, values.scalar_type());  // zeroed below
-  output_tensor(out.weights, n, values.scalar_type());
-  AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "chunk_context", [&] {
+  output_tensor(out.context, dh, memory.dtype_);  // zeroed below
+  output_tensor(out.weights, n, memory.dtype_);
+  AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "chunk_context", [&] {
     const scalar_t* kp = static_cast<const scalar_t*>(
-        energy == chunk_energy() ? memory.chunk_keys_data_ : memory.keys_data_);
+        chunk_keys ? memory.chunk_keys_data_ : memory.keys_data_);
     for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
     core::chunk_softmax(u.data(), 0, n - 1, w.data());
     const scalar_t* vp = static_cast<const scalar_t*>(memory.values_data_);

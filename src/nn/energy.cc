@@ -3,21 +3,13 @@
 
 #include <torch/torch.h>
 
+#include "raw_tensor.h"
+
 namespace mona::nn {
 
 namespace {
-// The value of a one-element float/double tensor, read without a dispatched op (item()
-// costs a dispatcher round trip, paid once per hard decoding step).
-double scalar_value(const at::Tensor& t) {
-  // A dense one-element CPU tensor of a known dtype is read without data_ptr's checks (this
-  // runs for every hard step); anything else goes through item().
-  if (t.numel() == 1 && t.is_cpu() && t.layout() == at::kStrided && t.has_storage()) {
-    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    if (t.scalar_type() == at::kDouble) return *impl->unsafe_data<double>();
-    if (t.scalar_type() == at::kFloat) return static_cast<double>(*impl->unsafe_data<float>());
-  }
-  return t.item<double>();
-}
+using detail::scalar_value;
+
 // A query as a contiguous vector; a 1-D contiguous query is used as is (what reshape and
 // contiguous would return) without dispatching ops.
 at::Tensor flat_query(const at::Tensor& query) {
@@ -97,8 +89,9 @@ EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
   s.dim = dim_;
   // A 1-D contiguous query is read in place (no tensor op, no reference count traffic);
   // anything else is flattened into a tensor the scorer keeps.
-  if (query.dim() == 1 && query.is_contiguous()) {
-    s.query_data = query.data_ptr();
+  const void* in_place = query.dim() == 1 && query.is_contiguous() ? detail::dense_cpu_data(query) : nullptr;
+  if (in_place != nullptr) {
+    s.query_data = in_place;
   } else {
     s.query = flat_query(query);
     s.query_data = s.query.data_ptr();

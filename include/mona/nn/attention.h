@@ -114,7 +114,7 @@ class OnlineMemory {
   /// Forget everything (a new utterance).
   void reset();
   /// dtype of the stored entries (meaningful once size() > 0); no tensor op.
-  at::ScalarType dtype() const { return values_.defined() ? values_.scalar_type() : at::kFloat; }
+  at::ScalarType dtype() const { return dtype_; }
 
  private:
   friend class Attention;
@@ -125,6 +125,9 @@ class OnlineMemory {
   const void* values_data_ = nullptr;
   const void* keys_data_ = nullptr;
   const void* chunk_keys_data_ = nullptr;
+  // Their row sizes Dh, Dk, Dk' and dtype, for the same reason.
+  int64_t value_dim_ = 0, key_dim_ = 0, chunk_key_dim_ = 0;
+  at::ScalarType dtype_ = at::kFloat;
   int64_t size_ = 0;
   bool finished_ = false;
 };
