@@ -533,7 +533,7 @@ int main(int argc, char** argv) {
   line("## Machine and run");
   line();
   for (const char* k : {"date", "command", "cpu", "cores", "caches", "memory", "threads",
-                        "load_before", "load_after", "compiler", "libtorch", "mode"}) {
+                        "load_before", "load_after", "compiler", "kernels", "libtorch", "mode"}) {
     if (machine.count(k)) line("- " + std::string(k) + ": " + machine[k]);
   }
   line("- times are CPU time of the benchmarking process (google-benchmark): the mean over the "

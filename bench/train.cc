@@ -25,7 +25,7 @@
 // dL/dbeta, alpha, u, dL/dalpha, dL/du = 8 arrays) per second, beside a memcpy probe
 // (bytes read + written per second) measured in the same run.
 //
-// Usage: mona_bench_train [--quick] [--csv=FILE] [--threads=N] [--reps=N] [gbench flags]
+// Usage: mona_bench_train [--kernel-target] [--quick] [--csv=FILE] [--threads=N] [--reps=N] [gbench flags]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "mona/core/cpu.h"
 #include "mona/nn/functional.h"
 
 namespace {
@@ -385,6 +386,10 @@ int main(int argc, char** argv) {
   std::vector<char*> rest = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--kernel-target") {  // which compiled version of the core kernels runs here
+      std::printf("%s\n", mona::core::kernel_target());
+      return 0;
+    }
     if (a == "--quick") g_config.quick = true;
     else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
     else if (a.rfind("--threads=", 0) == 0) g_config.threads = std::stoi(a.substr(10));
