@@ -43,15 +43,15 @@ inline double scalar_value(const at::Tensor& t) {
 
 /// Whether a hard step may write its output into `t` in place (the out= convention): `t`
 /// is a dense CPU vector of n values of `dtype` starting at its storage's first element,
-/// not part of an autograd graph (no autograd metadata), and neither the tensor nor its
-/// storage is shared with anything else (so no context the caller kept, nor a view of one,
-/// is ever overwritten).
+/// and neither the tensor nor its storage is referred to by anything else. The last
+/// condition is what makes the write invisible to everyone else: a context the caller
+/// kept, a view of it, or a tensor an autograd graph saved all hold a reference to the
+/// storage, so none of them is ever overwritten.
 inline bool reusable_output(const at::Tensor& t, int64_t n, at::ScalarType dtype) {
   const c10::TensorImpl* impl = dense_cpu_impl(t);
   return impl != nullptr && impl->dim() == 1 && impl->sizes()[0] == n &&
          impl->dtype() == c10::scalarTypeToTypeMeta(dtype) && impl->storage_offset() == 0 &&
-         impl->autograd_meta() == nullptr && t.use_count() == 1 &&
-         impl->unsafe_storage().use_count() == 1;
+         t.use_count() == 1 && impl->unsafe_storage().use_count() == 1;
 }
 
 }  // namespace mona::nn::detail
