@@ -45,7 +45,9 @@ int thread_id() {
 // k < o, where chunk(k) has fewer than w entries). Every loop below then runs over k with
 // a fixed o, elementwise over shifted arrays, and vectorises, exponentials included
 // (exp_nonpositive, vexp.h); a row costs w exponentials per entry, as many as the chunks
-// an entry belongs to, all in SIMD. `w` is already clamped to [1, n].
+// an entry belongs to, all in SIMD. `w` is already clamped to [1, n]. The per-row helpers
+// carry MONA_KERNEL_TARGETS themselves (targets.h): a function the compiler does not
+// inline into a cloned kernel is compiled for the baseline only.
 template <class T>
 struct RowScratch {
   T* mx;  // [n] chunk maxima
@@ -54,7 +56,7 @@ struct RowScratch {
 };
 
 template <class T>
-void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
+MONA_KERNEL_TARGETS void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
   T* mx = s.mx;
   std::copy(u, u + n, mx);
   for (int64_t o = 1; o < w; ++o) {
@@ -69,7 +71,7 @@ void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
 
 // S[k] = sum_o X[o][k], summed from the chunk's first entry (o = w-1) to its last (o = 0).
 template <class T>
-void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
+MONA_KERNEL_TARGETS void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
   std::copy(s.X + (w - 1) * n, s.X + w * n, S);
   for (int64_t o = w - 2; o >= 0; --o) {
     const T* Xo = s.X + o * n;
@@ -80,7 +82,7 @@ void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
 // Forward for one row of n valid entries:
 //   beta[j] = sum_{k=j}^{j+w-1} (alpha[k] / S[k]) X[k-j][k],  added in increasing k.
 template <class T>
-void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
+MONA_KERNEL_TARGETS void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
                  const RowScratch<T>& s) {
   chunk_weights(n, w, u, s);
   T* c = s.c;
@@ -98,7 +100,7 @@ void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
 //   ga[k] = sum_{j in chunk(k)} g[j] w_k[j]
 //   gu[m] = sum_{k: m in chunk(k)} alpha[k] w_k[m] (g[m] - ga[k])
 template <class T>
-void row_backward(int64_t n, int64_t w, const T* g, const T* alpha, const T* u, T* ga,
+MONA_KERNEL_TARGETS void row_backward(int64_t n, int64_t w, const T* g, const T* alpha, const T* u, T* ga,
                   T* gu, const RowScratch<T>& s) {
   chunk_weights(n, w, u, s);
   T* inv = s.c;
