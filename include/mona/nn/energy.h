@@ -33,7 +33,7 @@ namespace detail {
 /// in a fixed order, so the result does not depend on anything but the inputs.
 template <class T>
 inline T dot(const T* a, const T* b, int64_t n) {
-  constexpr int kLanes = 32 / sizeof(T);  // 4 SSE2 vectors of partial sums
+  constexpr int kLanes = 32 / sizeof(T);  // 32 bytes of partial sums: two SSE2 vectors
   T acc[kLanes] = {};
   const int64_t m = n - n % kLanes;
   for (int64_t k = 0; k < m; k += kLanes) {
