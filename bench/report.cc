@@ -547,7 +547,8 @@ int main(int argc, char** argv) {
   line();
   line("Synthetic setup of 002 Appendix F / 000 Appendix B: memory h [T, d] and decoder states"
        " s [U, d] uniform in [-1, 1], d = 256; one trial produces the U context vectors of one"
-       " output sequence. Every mechanism runs through `Attention::hard_step_into` (the out= form of `hard_step`) over a finished"
+       " output sequence. Every mechanism runs through `Attention::hard_step_into` (the out= form"
+       " of `hard_step`) over a finished"
        " `OnlineMemory` (built by `Attention::extend`), the public online step a streaming decoder"
        " calls. Dot-product energy: the modules use `ScaledDotEnergy` (g s^T W h + r) with W set to"
        " the identity, g = 1 and r = 0, so e = s^T h. Hard decisions use the threshold 0.5"
@@ -763,8 +764,10 @@ int main(int argc, char** argv) {
   }
   line("- soft attention time ratio (T=U=1000)/(T=U=100), float64: **" + fmt(ratio64["soft"]) +
        "** (quadratic growth would be 100).");
-  verdict_line("hard monotonic cost per inspected entry / dot-loop probe, float64", mono_ratio64, 3, false, "x");
-  verdict_line("hard monotonic cost per inspected entry / dot-loop probe, float32", mono_ratio32, 3, false, "x");
+  verdict_line("hard monotonic cost per inspected entry / dot-loop probe, float64",
+               mono_ratio64, 3, false, "x");
+  verdict_line("hard monotonic cost per inspected entry / dot-loop probe, float32",
+               mono_ratio32, 3, false, "x");
   for (const auto& [op, ms] : min_speedup) {
     verdict_line(std::string(op == "alignment" ? "expected alignment" : "MoChA beta (w=4)") +
                      " fwd+bwd, smallest mona speedup over ATen (" + ms.second + ")",

@@ -25,7 +25,8 @@
 // dL/dbeta, alpha, u, dL/dalpha, dL/du = 8 arrays) per second, beside a memcpy probe
 // (bytes read + written per second) measured in the same run.
 //
-// Usage: mona_bench_train [--kernel-target] [--quick] [--csv=FILE] [--threads=N] [--reps=N] [gbench flags]
+// Usage: mona_bench_train [--kernel-target] [--quick] [--csv=FILE] [--threads=N] [--reps=N]
+//                         [gbench flags]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>

@@ -31,7 +31,8 @@ inline void fold_down(T uk, T& M, T& E, T& c) {
 
 // One valid row of the forward pass over n >= 1 entries. Scratch: E, c, x, each [n].
 template <class T>
-MONA_KERNEL_TARGETS void row_forward(int64_t n, const T* a, const T* p, const T* u, T* beta, T* E, T* c, T* x) {
+MONA_KERNEL_TARGETS
+void row_forward(int64_t n, const T* a, const T* p, const T* u, T* beta, T* E, T* c, T* x) {
   std::fill(beta, beta + n, T(0));
   for (int64_t l = 0; l < n; ++l) {
     const T pl = p[l];
@@ -57,7 +58,8 @@ MONA_KERNEL_TARGETS void row_forward(int64_t n, const T* a, const T* p, const T*
 // One valid row of the backward pass over n >= 1 entries. Scratch: Pi, G, E, c, xg, each
 // [n]. Writes ga = dL/da, gp = dL/dp, gu = dL/du over [0, n).
 template <class T>
-MONA_KERNEL_TARGETS void row_backward(int64_t n, const T* g, const T* a, const T* p, const T* u, const T* beta,
+MONA_KERNEL_TARGETS
+void row_backward(int64_t n, const T* g, const T* a, const T* p, const T* u, const T* beta,
                   T* ga, T* gp, T* gu, T* Pi, T* G, T* E, T* c, T* xg) {
   std::fill(ga, ga + n, T(0));
   std::fill(gp, gp + n, T(0));
@@ -116,7 +118,8 @@ void check_ptr(const void* ptr, const char* kernel, const char* name) {
 }  // namespace
 
 template <class T>
-MONA_KERNEL_TARGETS void matcha_chunkwise(const T* alpha_prev, const T* p, const T* u, T* beta, const Grid& grid) {
+MONA_KERNEL_TARGETS
+void matcha_chunkwise(const T* alpha_prev, const T* p, const T* u, T* beta, const Grid& grid) {
   const char* kName = "matcha_chunkwise";
   grid.validate(kName);
   if (grid.numel() > 0) {
@@ -148,7 +151,8 @@ MONA_KERNEL_TARGETS void matcha_chunkwise(const T* alpha_prev, const T* p, const
 }
 
 template <class T>
-MONA_KERNEL_TARGETS void matcha_chunkwise_backward(const T* grad_beta, const T* alpha_prev, const T* p,
+MONA_KERNEL_TARGETS
+void matcha_chunkwise_backward(const T* grad_beta, const T* alpha_prev, const T* p,
                                const T* u, const T* beta, T* grad_alpha_prev, T* grad_p,
                                T* grad_u, const Grid& grid) {
   const char* kName = "matcha_chunkwise_backward";

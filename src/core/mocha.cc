@@ -56,7 +56,8 @@ struct RowScratch {
 };
 
 template <class T>
-MONA_KERNEL_TARGETS void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
+MONA_KERNEL_TARGETS
+void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
   T* mx = s.mx;
   std::copy(u, u + n, mx);
   for (int64_t o = 1; o < w; ++o) {
@@ -71,7 +72,8 @@ MONA_KERNEL_TARGETS void chunk_weights(int64_t n, int64_t w, const T* u, const R
 
 // S[k] = sum_o X[o][k], summed from the chunk's first entry (o = w-1) to its last (o = 0).
 template <class T>
-MONA_KERNEL_TARGETS void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
+MONA_KERNEL_TARGETS
+void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
   std::copy(s.X + (w - 1) * n, s.X + w * n, S);
   for (int64_t o = w - 2; o >= 0; --o) {
     const T* Xo = s.X + o * n;
@@ -82,7 +84,8 @@ MONA_KERNEL_TARGETS void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s
 // Forward for one row of n valid entries:
 //   beta[j] = sum_{k=j}^{j+w-1} (alpha[k] / S[k]) X[k-j][k],  added in increasing k.
 template <class T>
-MONA_KERNEL_TARGETS void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
+MONA_KERNEL_TARGETS
+void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
                  const RowScratch<T>& s) {
   chunk_weights(n, w, u, s);
   T* c = s.c;
@@ -100,7 +103,8 @@ MONA_KERNEL_TARGETS void row_forward(int64_t n, int64_t w, const T* alpha, const
 //   ga[k] = sum_{j in chunk(k)} g[j] w_k[j]
 //   gu[m] = sum_{k: m in chunk(k)} alpha[k] w_k[m] (g[m] - ga[k])
 template <class T>
-MONA_KERNEL_TARGETS void row_backward(int64_t n, int64_t w, const T* g, const T* alpha, const T* u, T* ga,
+MONA_KERNEL_TARGETS
+void row_backward(int64_t n, int64_t w, const T* g, const T* alpha, const T* u, T* ga,
                   T* gu, const RowScratch<T>& s) {
   chunk_weights(n, w, u, s);
   T* inv = s.c;
@@ -148,7 +152,8 @@ void check_w(int64_t w, const char* kernel) {
 }  // namespace
 
 template <class T>
-MONA_KERNEL_TARGETS void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int64_t w) {
+MONA_KERNEL_TARGETS
+void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int64_t w) {
   const char* kName = "mocha_chunkwise";
   check_w(w, kName);
   grid.validate(kName);
@@ -181,7 +186,8 @@ MONA_KERNEL_TARGETS void mocha_chunkwise(const T* alpha, const T* u, T* beta, co
 }
 
 template <class T>
-MONA_KERNEL_TARGETS void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T* grad_alpha,
+MONA_KERNEL_TARGETS
+void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T* grad_alpha,
                               T* grad_u, const Grid& grid, int64_t w) {
   const char* kName = "mocha_chunkwise_backward";
   check_w(w, kName);

@@ -126,7 +126,8 @@ void check_ptr(const void* ptr, const char* kernel, const char* name) {
 }  // namespace
 
 template <class T>
-MONA_KERNEL_TARGETS void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid& grid) {
+MONA_KERNEL_TARGETS
+void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid& grid) {
   const char* kName = "monotonic_alignment";
   grid.validate(kName);
   if (grid.numel() > 0) {
@@ -163,7 +164,8 @@ MONA_KERNEL_TARGETS void monotonic_alignment(const T* p, const Opt<T>* alpha0, T
 }
 
 template <class T>
-MONA_KERNEL_TARGETS void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>* alpha0,
+MONA_KERNEL_TARGETS
+void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>* alpha0,
                                   const T* alpha, T* grad_p, Opt<T>* grad_alpha0,
                                   const Grid& grid) {
   const char* kName = "monotonic_alignment_backward";
@@ -211,7 +213,8 @@ MONA_KERNEL_TARGETS void monotonic_alignment_backward(const T* grad_alpha, const
 }
 
 template <class T>
-MONA_KERNEL_TARGETS void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t batch,
+MONA_KERNEL_TARGETS
+void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t batch,
                               int64_t in_len, const int64_t* in_lens) {
   const char* kName = "monotonic_alignment_step";
   const Grid grid = detail::rows_grid(batch, in_len, in_lens);
@@ -232,7 +235,8 @@ MONA_KERNEL_TARGETS void monotonic_alignment_step(const T* p, const T* alpha_pre
 }
 
 template <class T>
-MONA_KERNEL_TARGETS void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T* alpha_prev,
+MONA_KERNEL_TARGETS
+void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T* alpha_prev,
                                        T* grad_p, T* grad_alpha_prev, int64_t batch,
                                        int64_t in_len, const int64_t* in_lens) {
   const char* kName = "monotonic_alignment_step_backward";

@@ -12,7 +12,8 @@ namespace mona::core::detail {
 
 /// Checks every valid entry of a [B, U, T] tensor x (padding is not read) with `ok`.
 template <class T, class Ok>
-MONA_KERNEL_TARGETS void check_values(const char* kernel, const char* name, const T* x, const Grid& g,
+MONA_KERNEL_TARGETS
+void check_values(const char* kernel, const char* name, const T* x, const Grid& g,
                   const char* expected, Ok ok) {
   for (int64_t b = 0; b < g.batch; ++b) {
     const int64_t U = g.U_of(b), Tb = g.T_of(b);

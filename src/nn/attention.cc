@@ -140,7 +140,9 @@ inline void prefetch(const void* p, int64_t bytes) {
 // is one whose storage nothing else refers to (the out= convention), else a new one. A
 // hard step's fixed cost is what bounds its speed, and an allocation is most of it.
 at::Tensor& output_tensor(at::Tensor& t, int64_t n, at::ScalarType dtype) {
-  if (!detail::reusable_output(t, n, dtype)) t = at::empty({n}, at::TensorOptions().dtype(dtype));
+  if (!detail::reusable_output(t, n, dtype)) {
+    t = at::empty({n}, at::TensorOptions().dtype(dtype));
+  }
   return t;
 }
 
@@ -312,7 +314,10 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
           [&](int64_t j) {
             // The scan reads the keys row after row: ask for the next row while this one is
             // scored, so a memory that is not in cache costs bandwidth, not latency.
-            if (j + 1 < n) prefetch(kp + (j + 1) * dk, std::min<int64_t>(dk * sizeof(scalar_t), kPrefetchBytes));
+            if (j + 1 < n) {
+              prefetch(kp + (j + 1) * dk,
+                       std::min<int64_t>(dk * sizeof(scalar_t), kPrefetchBytes));
+            }
             const double e = scorer(kp + j * dk);
             // With a threshold, an energy clearly on one side of logit(tau) decides without
             // the sigmoid: 1 and 0 stand for "p >= tau" and "p < tau". Within the margin
@@ -370,7 +375,8 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   // The buffers themselves (rows [0, size) are valid), not narrowed views: no tensor op.
   const bool chunk_keys = energy == chunk_energy();
   const int64_t n = end - begin + 1;
-  const int64_t dk = chunk_keys ? memory.chunk_key_dim_ : memory.key_dim_, dh = memory.value_dim_;
+  const int64_t dk = chunk_keys ? memory.chunk_key_dim_ : memory.key_dim_;
+  const int64_t dh = memory.value_dim_;
   // Energies and weights of the chunk: per-thread scratch that only grows, so a step
   // allocates nothing once the chunk sizes have been seen.
   thread_local std::vector<double> u, w;

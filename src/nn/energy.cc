@@ -89,7 +89,8 @@ EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
   s.dim = dim_;
   // A 1-D contiguous query is read in place (no tensor op, no reference count traffic);
   // anything else is flattened into a tensor the scorer keeps.
-  const void* in_place = query.dim() == 1 && query.is_contiguous() ? detail::dense_cpu_data(query) : nullptr;
+  const void* in_place =
+      query.dim() == 1 && query.is_contiguous() ? detail::dense_cpu_data(query) : nullptr;
   if (in_place != nullptr) {
     s.query_data = in_place;
   } else {
