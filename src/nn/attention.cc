@@ -302,34 +302,42 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
                              &sample_rng_);
   } else {
     const EnergyScorer scorer = main_energy().scorer(query);
-    const double decide_lo = logit_threshold_ - 1e-6, decide_hi = logit_threshold_ + 1e-6;
     // The key buffer itself (rows [0, size) are the keys), not a narrowed view: no tensor
     // op per step.
     const int64_t dk = memory.key_dim_;
     const int64_t n = memory.size();
+    const int64_t ahead = std::min<int64_t>(dk * static_cast<int64_t>(elementSize(memory.dtype_)),
+                                            kPrefetchBytes);
     AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
       const scalar_t* kp = static_cast<const scalar_t*>(memory.keys_data_);
-      r = core::monotonic_scan(
-          state.resume, n, memory.finished(),
-          [&](int64_t j) {
-            // The scan reads the keys row after row: ask for the next row while this one is
-            // scored, so a memory that is not in cache costs bandwidth, not latency.
-            if (j + 1 < n) {
-              prefetch(kp + (j + 1) * dk,
-                       std::min<int64_t>(dk * sizeof(scalar_t), kPrefetchBytes));
-            }
-            const double e = scorer(kp + j * dk);
-            // With a threshold, an energy clearly on one side of logit(tau) decides without
-            // the sigmoid: 1 and 0 stand for "p >= tau" and "p < tau". Within the margin
-            // (far wider than the sigmoid's rounding) p itself is computed and compared, so
-            // every decision is the one p = sigmoid(e) >= tau makes.
-            if (!so.sample) {
-              if (e > decide_hi) return 1.0;
-              if (e < decide_lo) return 0.0;
-            }
-            return sigmoid(e);
-          },
-          so, &sample_rng_);
+      // The scan reads the keys row after row: each energy first asks for the head of the
+      // next row, so a memory that is not in cache costs bandwidth, not latency.
+      auto energy_at = [&](int64_t j, auto&& score) {
+        if (j + 1 < n) prefetch(kp + (j + 1) * dk, ahead);
+        return score(kp + j * dk);
+      };
+      if (so.sample) {
+        r = core::monotonic_scan(
+            state.resume, n, memory.finished(),
+            [&](int64_t j) { return sigmoid(energy_at(j, scorer)); }, so, &sample_rng_);
+      } else if (scorer.kind == EnergyScorer::Kind::kDot) {
+        // The common case spelled out, so that the loop holds only the dot product and the
+        // decision: e = scale * <query, key> + offset, compared with logit(tau).
+        const scalar_t* q = static_cast<const scalar_t*>(scorer.query_data);
+        const double scale = scorer.scale, offset = scorer.offset;
+        r = core::threshold_scan(
+            state.resume, n, memory.finished(),
+            [&](int64_t j) {
+              return energy_at(j, [&](const scalar_t* key) {
+                return scale * static_cast<double>(detail::dot(q, key, dk)) + offset;
+              });
+            },
+            threshold_rule_);
+      } else {
+        r = core::threshold_scan(
+            state.resume, n, memory.finished(),
+            [&](int64_t j) { return energy_at(j, scorer); }, threshold_rule_);
+      }
     });
   }
   out.monotonic_energies = r.inspected;

@@ -1,6 +1,6 @@
 // label: core
 // Hard monotonic scan (mona/core/scan.h): threshold and sampling decisions, online
-// resumption, linear cost, errors.
+// resumption, linear cost, the energy-domain threshold scan, errors.
 #include "mona/core/scan.h"
 
 #include <gtest/gtest.h>
@@ -147,6 +147,75 @@ TEST(MonotonicScan, Errors) {
                "rng must not be null in sampling mode");
   expect_error([&] { monotonic_scan(0, 3, true, [](int64_t j) { return j == 1 ? NAN : 0.1; }); },
                "monotonic_scan: p_choose(1) must lie in [0, 1], got nan");
+}
+
+// threshold_scan decides on energies; monotonic_scan on p = sigmoid(e). Brute force: both
+// on the same energies, many of them within 1e-12 .. 1e-5 of logit(tau), where the
+// comparison with logit(tau) alone could disagree with the sigmoid.
+TEST(ThresholdScan, EqualsMonotonicScanOnTheSigmoid) {
+  Random rnd(23);
+  int64_t near = 0;
+  for (double tau : {0.5, 0.1, 0.9, 0.3337}) {
+    const core::EnergyThreshold rule(tau);
+    ScanOptions opt;
+    opt.threshold = tau;
+    const double logit = std::log(tau / (1 - tau));
+    for (int trial = 0; trial < 2000; ++trial) {
+      const int64_t T = rnd.integer(0, 12);
+      std::vector<double> e(static_cast<size_t>(T));
+      for (auto& x : e) {
+        const int kind = static_cast<int>(rnd.integer(0, 2));
+        x = kind == 0 ? rnd.normal(logit, 3.0)
+                      : logit + (kind == 1 ? 1 : -1) * std::pow(10.0, rnd.uniform(-12, -5));
+        near += kind != 0;
+      }
+      const int64_t start = rnd.integer(0, T);
+      const bool finished = rnd.integer(0, 1) == 1;
+      const auto a = core::threshold_scan(
+          start, T, finished, [&](int64_t j) { return e[static_cast<size_t>(j)]; }, rule);
+      const auto b = monotonic_scan(
+          start, T, finished,
+          [&](int64_t j) { return 1.0 / (1.0 + std::exp(-e[static_cast<size_t>(j)])); }, opt);
+      ASSERT_EQ(a.status, b.status) << "tau " << tau << " trial " << trial;
+      ASSERT_EQ(a.index, b.index) << "tau " << tau << " trial " << trial;
+      ASSERT_EQ(a.inspected, b.inspected) << "tau " << tau << " trial " << trial;
+    }
+  }
+  EXPECT_GT(near, 10000);
+}
+
+TEST(ThresholdScan, DecidesAtTheThresholdLikeTheSigmoid) {
+  const core::EnergyThreshold half(0.5);
+  EXPECT_TRUE(half.chooses(0.0));  // sigmoid(0) = 0.5 >= 0.5
+  // The rule is the sigmoid's, rounding included: sigmoid(-1e-300) rounds to 0.5.
+  for (double x : {-1e-300, 1e-300, -1e-17, 1e-17, -1e-7, 1e-7, -2e-6, 2e-6}) {
+    EXPECT_EQ(half.chooses(x), 1.0 / (1.0 + std::exp(-x)) >= 0.5) << x;
+  }
+  EXPECT_FALSE(half.chooses(-1e-7));
+  EXPECT_FALSE(half.chooses(NAN));
+  EXPECT_TRUE(half.chooses(INFINITY));
+  EXPECT_FALSE(half.chooses(-INFINITY));
+  const auto r = core::threshold_scan(
+      1, 4, false, [](int64_t j) { return j == 3 ? 0.0 : -1.0; }, half);
+  EXPECT_EQ(r.status, ScanStatus::kChose);
+  EXPECT_EQ(r.index, 3);
+  EXPECT_EQ(r.inspected, 3);
+  const auto w = core::threshold_scan(2, 4, false, [](int64_t) { return -1.0f; }, half);
+  EXPECT_EQ(w.status, ScanStatus::kNeedMoreInput);
+  EXPECT_EQ(w.index, 4);
+  EXPECT_EQ(w.inspected, 2);
+}
+
+TEST(ThresholdScan, Errors) {
+  expect_error([] { core::EnergyThreshold(1.0); },
+               "EnergyThreshold: tau must lie in (0, 1), got 1");
+  expect_error([] { core::EnergyThreshold(0.0); }, "got 0");
+  const core::EnergyThreshold half(0.5);
+  auto zero = [](int64_t) { return 0.0; };
+  expect_error([&] { core::threshold_scan(-1, 3, true, zero, half); },
+               "threshold_scan: start must be >= 0, got -1");
+  expect_error([&] { core::threshold_scan(4, 3, true, zero, half); },
+               "threshold_scan: start (4) must not exceed available (3)");
 }
 
 }  // namespace

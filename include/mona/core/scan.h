@@ -26,6 +26,7 @@
 // mode without a generator, a p_choose value outside [0, 1] or NaN (names the index).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "mona/core/error.h"
@@ -88,6 +89,58 @@ ScanResult monotonic_scan(int64_t start, int64_t available, bool input_finished,
   }
   result.status = input_finished ? ScanStatus::kExhausted : ScanStatus::kNeedMoreInput;
   result.index = available;
+  return result;
+}
+
+/// The threshold rule of 002 sec. 2.5, z = 1[sigmoid(e) >= tau], decided on the energy e
+/// itself: sigmoid is increasing, so z = 1[e >= logit(tau)]. An energy more than 1e-6
+/// from logit(tau) decides by that comparison alone; within the margin (far wider than the
+/// rounding of log and exp) the sigmoid is evaluated and compared with tau, so every
+/// decision equals the one sigmoid(e) >= tau makes, for the cost of one comparison on all
+/// but a vanishing fraction of energies. NaN chooses nothing (as p >= tau would not).
+class EnergyThreshold {
+ public:
+  /// Throws mona::Error unless 0 < tau < 1.
+  explicit EnergyThreshold(double tau = 0.5)
+      : tau_(tau), logit_(std::log(tau / (1.0 - tau))), lo_(logit_ - 1e-6), hi_(logit_ + 1e-6) {
+    detail::check(tau > 0.0 && tau < 1.0,
+                  "EnergyThreshold: tau must lie in (0, 1), got ", tau);
+  }
+  double tau() const { return tau_; }
+  /// Whether an entry of energy e is chosen: sigmoid(e) >= tau.
+  bool chooses(double e) const {
+    if (e > hi_) return true;
+    if (!(e >= lo_)) return false;  // also NaN
+    return 1.0 / (1.0 + std::exp(-e)) >= tau_;
+  }
+
+ private:
+  double tau_, logit_, lo_, hi_;
+};
+
+/// monotonic_scan in threshold mode, given energies instead of probabilities: the same
+/// steps, outcomes and ScanResult, with `energy_at(j)` (any floating type) called once per
+/// inspected entry, in increasing j, and `rule` deciding. This is the form the online step
+/// runs (one comparison per entry, no sigmoid); monotonic_scan remains the general one
+/// (sampling, probabilities). Errors (mona::Error): start < 0 or start > available.
+template <class EnergyAt>
+ScanResult threshold_scan(int64_t start, int64_t available, bool input_finished,
+                          EnergyAt&& energy_at, const EnergyThreshold& rule) {
+  detail::check(start >= 0, "threshold_scan: start must be >= 0, got ", start);
+  detail::check(start <= available, "threshold_scan: start (", start,
+                ") must not exceed available (", available, ")");
+  ScanResult result;
+  for (int64_t j = start; j < available; ++j) {
+    if (rule.chooses(static_cast<double>(energy_at(j)))) {
+      result.status = ScanStatus::kChose;
+      result.index = j;
+      result.inspected = j - start + 1;
+      return result;
+    }
+  }
+  result.status = input_finished ? ScanStatus::kExhausted : ScanStatus::kNeedMoreInput;
+  result.index = available;
+  result.inspected = available - start;
   return result;
 }
 

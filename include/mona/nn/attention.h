@@ -45,6 +45,7 @@
 #include <string>
 
 #include "mona/core/rng.h"
+#include "mona/core/scan.h"
 #include "mona/nn/energy.h"
 
 namespace mona::nn {
@@ -174,7 +175,9 @@ class Attention : public torch::nn::Module {
  public:
   explicit Attention(AttentionOptions options)
       : options_(std::move(options)),
-        logit_threshold_(std::log(options_.threshold / (1.0 - options_.threshold))) {}
+        // An invalid tau is reported by the mechanism's constructor (options_.validate).
+        threshold_rule_(options_.threshold > 0 && options_.threshold < 1 ? options_.threshold
+                                                                         : 0.5) {}
 
   /// Prepares a memory h [B, T, Dh] with optional lengths [B] (computes the keys).
   Memory prepare(const at::Tensor& memory, const at::Tensor& lengths = {});
@@ -235,7 +238,7 @@ class Attention : public torch::nn::Module {
                      int64_t end, HardStepOutput& out);
 
   AttentionOptions options_;
-  double logit_threshold_;  ///< log(tau / (1 - tau)), for the scan's threshold decisions
+  core::EnergyThreshold threshold_rule_;  ///< sigmoid(e) >= tau, decided on the energy
   at::Generator noise_gen_;
   core::Rng sample_rng_;
 };
