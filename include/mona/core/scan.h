@@ -22,6 +22,10 @@
 //                   zero vector (002 sec. 2.2) and `index` = available.
 // Monotonic attention never moves left: a chosen index is always >= start.
 //
+// threshold_scan is the same scan in threshold mode, given energies e[i, j] rather than
+// probabilities: it decides sigmoid(e) >= tau by comparing e with logit(tau)
+// (EnergyThreshold), which is what the online step runs (docs/math.md section 3).
+//
 // Errors (mona::Error): start < 0 or start > available, tau outside (0, 1), sampling
 // mode without a generator, a p_choose value outside [0, 1] or NaN (names the index).
 #pragma once
