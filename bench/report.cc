@@ -538,8 +538,10 @@ int main(int argc, char** argv) {
   }
   line("- times are CPU time of the benchmarking process (google-benchmark): the mean over the "
        "trials of one repetition, then the minimum over the repetitions (5 of every point, "
-       "interleaved at random across the run, for decode and train alike), since other jobs on "
-       "the shared machine only ever add time; wall time is noisier.");
+       "interleaved at random across the run, for decode and train alike; 20 of the decode points "
+       "the verdicts below read: the probes, the grid's T = U = 100 row and the scaling sweep's 100 "
+       "and 1000), since other jobs on the shared machine only ever add time; wall time is "
+       "noisier. The CSV's reps column gives the count of every point.");
   line();
 
   // ------------------------------------------------------------------ decode
