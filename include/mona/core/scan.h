@@ -122,7 +122,8 @@ class EnergyThreshold {
   double tau_, logit_, lo_, hi_;
 };
 
-/// monotonic_scan in threshold mode, given energies instead of probabilities: the same
+/// monotonic_scan in threshold mode (002 Algorithm 1 with z = 1[p >= tau], p = sigmoid(e)
+/// of 002 eqs. 6-7), given energies instead of probabilities: the same
 /// steps, outcomes and ScanResult, with `energy_at(j)` (any floating type) called once per
 /// inspected entry, in increasing j, and `rule` deciding. This is the form the online step
 /// runs (one comparison per entry, no sigmoid); monotonic_scan remains the general one
