@@ -69,4 +69,62 @@ ErrorCounts score(const std::vector<std::string>& hypothesis,
   return c;
 }
 
+void LatencyCounts::add(const LatencyCounts& other) {
+  proportion_sum += other.proportion_sum;
+  lagging_sum += other.lagging_sum;
+  sequences += other.sequences;
+  tokens += other.tokens;
+  early_tokens += other.early_tokens;
+}
+
+double LatencyCounts::average_proportion() const {
+  return sequences == 0 ? 0.0 : proportion_sum / static_cast<double>(sequences);
+}
+
+double LatencyCounts::average_lagging() const {
+  return sequences == 0 ? 0.0 : lagging_sum / static_cast<double>(sequences);
+}
+
+double LatencyCounts::early_token_share() const {
+  return tokens == 0 ? 0.0 : static_cast<double>(early_tokens) / static_cast<double>(tokens);
+}
+
+LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length) {
+  detail::check(input_length >= 1, "latency: input_length: expected >= 1, got ", input_length);
+  LatencyCounts c;
+  if (read.empty()) return c;
+  const double n = static_cast<double>(input_length);
+  const double y = static_cast<double>(read.size());
+  const double rate = y / n;  // r = |y| / n output tokens per input element
+  double proportion = 0, lagging = 0;
+  int64_t tau = 0;
+  for (std::size_t i = 0; i < read.size(); ++i) {
+    const int64_t g = read[i];
+    detail::check(g >= 1 && g <= input_length, "latency: read[", i, "]: expected in [1, ", input_length,
+                  "] (the input length), got ", g);
+    detail::check(i == 0 || g >= read[i - 1], "latency: read[", i, "]: expected >= read[", i - 1, "] = ",
+                  read[i - 1], " (tokens are emitted in order), got ", g);
+    proportion += static_cast<double>(g);
+    if (tau == 0) {  // AL sums up to and including the first token that read everything
+      lagging += static_cast<double>(g) - static_cast<double>(i) / rate;
+      if (g == input_length) tau = static_cast<int64_t>(i) + 1;
+    }
+    if (g < input_length) ++c.early_tokens;
+  }
+  if (tau == 0) tau = static_cast<int64_t>(read.size());
+  c.proportion_sum = proportion / (n * y);
+  c.lagging_sum = lagging / static_cast<double>(tau);
+  c.sequences = 1;
+  c.tokens = static_cast<int64_t>(read.size());
+  return c;
+}
+
+std::vector<int64_t> inputs_read(const std::vector<int64_t>& input_positions, int64_t input_length) {
+  detail::check(input_length >= 1, "inputs_read: input_length: expected >= 1, got ", input_length);
+  std::vector<int64_t> read;
+  read.reserve(input_positions.size());
+  for (int64_t p : input_positions) read.push_back(p >= 0 && p < input_length ? p + 1 : input_length);
+  return read;
+}
+
 }  // namespace mona::train

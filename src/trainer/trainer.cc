@@ -198,7 +198,9 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
       const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
       out = nn::decode_expected(*t.model->decoder, m, search).tokens;
     } else {
-      out = recognizer.recognize(x).tokens;
+      const stream::StreamResult res = recognizer.recognize(x);
+      out = res.tokens;
+      r.latency.add(latency(inputs_read(res.input_positions, x.size(0)), x.size(0)));
     }
     r.counts.add(score(t.output_vocab.decode(out), sets[k].references));
     ++r.inputs;

@@ -129,3 +129,67 @@ TEST(ErrorCounts, CorpusRatesAreRatiosOfSums) {
   EXPECT_EQ(e.ref_tokens, 0);
   EXPECT_TRUE(std::isinf(e.token_error_rate()));
 }
+
+// Latency: hand-counted examples (see mona/train/metrics.h for the definitions).
+TEST(Latency, HandCountedOnlineSequence) {
+  // n = 4, |y| = 4 (r = 1), g = 2 3 4 4: AP = 13 / 16; AL sums i = 1..3 (g(3) = 4 = n):
+  // (2 - 0) + (3 - 1) + (4 - 2) = 6, over 3 = 2; tokens 1 and 2 came before the end.
+  const auto c = mona::train::latency({2, 3, 4, 4}, 4);
+  EXPECT_DOUBLE_EQ(c.average_proportion(), 13.0 / 16.0);
+  EXPECT_DOUBLE_EQ(c.average_lagging(), 2.0);
+  EXPECT_EQ(c.tokens, 4);
+  EXPECT_EQ(c.early_tokens, 2);
+  EXPECT_DOUBLE_EQ(c.early_token_share(), 0.5);
+}
+
+TEST(Latency, OfflineDecodingLagsByTheWholeInput) {
+  // Every token after the whole input (soft attention): AP = 1, AL = g(1) = n, no early token.
+  const auto c = mona::train::latency({5, 5, 5}, 5);
+  EXPECT_DOUBLE_EQ(c.average_proportion(), 1.0);
+  EXPECT_DOUBLE_EQ(c.average_lagging(), 5.0);
+  EXPECT_EQ(c.early_tokens, 0);
+}
+
+TEST(Latency, ShorterOutputUsesTheRateAndCorpusAveragesSequences) {
+  // n = 6, |y| = 3 (r = 1/2), g = 1 3 5, never the whole input so tau = 3:
+  // AP = 9 / 18; AL = ((1 - 0) + (3 - 2) + (5 - 4)) / 3 = 1.
+  const auto a = mona::train::latency({1, 3, 5}, 6);
+  EXPECT_DOUBLE_EQ(a.average_proportion(), 0.5);
+  EXPECT_DOUBLE_EQ(a.average_lagging(), 1.0);
+  EXPECT_EQ(a.early_tokens, 3);
+  // Corpus with the first example: AP and AL are means over the two sequences, the early
+  // share is 5 tokens of 7; a sequence without tokens adds nothing.
+  auto c = mona::train::latency({2, 3, 4, 4}, 4);
+  c.add(a);
+  c.add(mona::train::latency({}, 3));
+  EXPECT_EQ(c.sequences, 2);
+  EXPECT_DOUBLE_EQ(c.average_proportion(), (13.0 / 16.0 + 0.5) / 2);
+  EXPECT_DOUBLE_EQ(c.average_lagging(), 1.5);
+  EXPECT_DOUBLE_EQ(c.early_token_share(), 5.0 / 7.0);
+  EXPECT_EQ(mona::train::LatencyCounts{}.average_lagging(), 0.0);
+}
+
+TEST(Latency, InputsReadFromStreamPositions) {
+  // Position p < n: p + 1 elements read; the appended </s> (p = n) and "ran past the end"
+  // (p = -1) need the whole input.
+  EXPECT_EQ(mona::train::inputs_read({0, 2, 3, 4, -1}, 4), (std::vector<int64_t>{1, 3, 4, 4, 4}));
+  EXPECT_THROW(mona::train::inputs_read({0}, 0), mona::Error);
+}
+
+TEST(Latency, BadArgumentsAreNamed) {
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const mona::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { mona::train::latency({1}, 0); }).find("input_length: expected >= 1, got 0"),
+            std::string::npos);
+  EXPECT_NE(message([] { mona::train::latency({1, 5}, 4); }).find("read[1]: expected in [1, 4]"),
+            std::string::npos);
+  EXPECT_NE(message([] { mona::train::latency({0}, 4); }).find("read[0]"), std::string::npos);
+  EXPECT_NE(message([] { mona::train::latency({3, 2}, 4); }).find("read[1]: expected >= read[0] = 3"),
+            std::string::npos);
+}

@@ -1,7 +1,8 @@
 // label: g2p
 // End-to-end smoke run of the G2P recipe's path: a tiny MoChA model trained for a few
 // seconds on 300 CMUdict words (tests/data/g2p_sample.tsv, taken from the prepared train
-// split); the training loss must fall and the checkpoint must decode every word.
+// split); the training loss must fall, the checkpoint must decode every word, and the
+// streaming latency evaluate() reports must be the one a letter-by-letter stream shows.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mona/stream/stream.h"
 #include "mona/train/trainer.h"
 
 namespace mona::test {
@@ -57,6 +59,34 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   const auto ev = train::evaluate(t, sets, {}, false, 50);
   EXPECT_EQ(ev.inputs, 50);
   EXPECT_GT(ev.counts.ref_tokens, 0);
+  // The latency evaluate() reports (from the attention's positions) is the one a stream
+  // shows: feed each word one letter at a time and note how many letters had been read
+  // when each phoneme appeared (the whole word for those that came after the end).
+  stream::Recognizer rec(t.model, {});
+  train::LatencyCounts streamed;
+  for (size_t q = 0; q < 50; ++q) {
+    const auto ids = t.input_vocab.encode_or_unk(sets[q * sets.size() / 50].input);
+    const auto n = static_cast<int64_t>(ids.size());
+    auto s = rec.create_stream();
+    std::vector<int64_t> read;
+    for (int64_t k = 0; k < n; ++k) {
+      rec.accept(*s, torch::tensor({ids[static_cast<size_t>(k)]}, torch::kLong));
+      while (rec.is_ready(*s)) rec.decode(*s);
+      read.resize(rec.result(*s).tokens.size(), k + 1);
+    }
+    rec.input_finished(*s);
+    while (rec.is_ready(*s)) rec.decode(*s);
+    read.resize(rec.result(*s).tokens.size(), n);
+    streamed.add(train::latency(read, n));
+  }
+  EXPECT_GT(streamed.tokens, 0);
+  EXPECT_EQ(ev.latency.tokens, streamed.tokens);
+  EXPECT_EQ(ev.latency.early_tokens, streamed.early_tokens);
+  EXPECT_EQ(ev.latency.sequences, streamed.sequences);
+  EXPECT_NEAR(ev.latency.proportion_sum, streamed.proportion_sum, 1e-9);
+  EXPECT_NEAR(ev.latency.lagging_sum, streamed.lagging_sum, 1e-9);
+  std::printf("[   info   ] latency: AP %.3f, AL %.2f letters, %.0f%% of phonemes before the end\n",
+              ev.latency.average_proportion(), ev.latency.average_lagging(), 100 * ev.latency.early_token_share());
   fs::remove_all(dir);
 }
 

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   train->add_flag("--resume", resume, "continue from OUTPUT_DIR/last.ckpt");
 
   // eval
-  auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates");
+  auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for online decoding, the streaming latency (average proportion, average lagging)");
   std::string ckpt, data_path;
   int64_t beam = -1, limit = 0;
   bool expected = false, as_json = false;
@@ -176,11 +176,23 @@ int main(int argc, char** argv) {
       if (as_json) {
         std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
                   << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
-                  << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds << "}\n";
+                  << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds;
+        if (r.latency.sequences > 0) {
+          std::cout << ", \"average_proportion\": " << r.latency.average_proportion()
+                    << ", \"average_lagging\": " << r.latency.average_lagging()
+                    << ", \"early_token_share\": " << r.latency.early_token_share();
+        }
+        std::cout << "}\n";
       } else {
         std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
                     static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
                     100 * r.counts.sequence_error_rate(), r.inputs_per_second());
+        if (r.latency.sequences > 0) {
+          std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
+                      "emitted before the end of input\n",
+                      r.latency.average_proportion(), r.latency.average_lagging(),
+                      100 * r.latency.early_token_share());
+        }
       }
       return 0;
     }

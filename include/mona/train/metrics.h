@@ -14,7 +14,22 @@
 // Corpus rates are ratios of sums (not means of per-sequence rates):
 //   token error rate    = sum token_errors / sum ref_tokens   (TER; WER/PER by task)
 //   sequence error rate = sum sequence_errors / sum sequences (WER in g2p papers)
-#pragma once
+//
+// Latency of streaming decoding. For output token i (1-based, </s> excluded) of an input
+// of n elements, g(i) is the number of input elements read when the token could be
+// emitted: the chosen memory entry t_i plus one for a causal encoder (the last entry of
+// the chunk for MoChA / MAtChA, the last entry of the window for GMM), and n when the
+// token needed the end of the input (attention on the appended </s>, soft attention, or
+// an attention that ran past the end). With |y| output tokens and r = |y| / n:
+//   average proportion  AP = sum_i g(i) / (n |y|)                  (Cho & Esipova, 2016)
+//                       in (0, 1]; 1 is offline (every token waits for the whole input)
+//   average lagging     AL = (1/tau) sum_{i=1..tau} [g(i) - (i - 1) / r]
+//                       tau = the first i with g(i) = n (|y| if none)  (Ma et al., 2019)
+//                       in input elements: how far behind an ideal reader that emits
+//                       at the rate r the decoder runs, up to the end of the input
+//   early token share   = tokens with g(i) < n / all tokens: what streaming gains
+// AP and AL are averaged over sequences with at least one output token; the share is a
+// ratio of sums.
 
 #include <cstdint>
 #include <string>
@@ -43,5 +58,36 @@ struct ErrorCounts {
 /// Throws mona::Error if `references` is empty.
 ErrorCounts score(const std::vector<std::string>& hypothesis,
                   const std::vector<std::vector<std::string>>& references);
+
+/// Latency sums over a corpus (see the file comment), with add().
+struct LatencyCounts {
+  double proportion_sum = 0;  ///< sum over sequences of AP
+  double lagging_sum = 0;     ///< sum over sequences of AL
+  int64_t sequences = 0;      ///< sequences with at least one output token
+  int64_t tokens = 0;         ///< output tokens
+  int64_t early_tokens = 0;   ///< tokens with g(i) < n
+
+  void add(const LatencyCounts& other);
+  /// Mean AP over sequences; 0 when there are none.
+  double average_proportion() const;
+  /// Mean AL over sequences, in input elements; 0 when there are none.
+  double average_lagging() const;
+  /// early_tokens / tokens; 0 when there are no tokens.
+  double early_token_share() const;
+};
+
+/// Latency of one decoded sequence: `read[i]` is g(i + 1), the number of input elements
+/// read when output token i + 1 was emitted, for an input of `input_length` elements.
+/// Throws mona::Error naming the argument if input_length < 1, if some read[i] lies
+/// outside [1, input_length], or if read is not non-decreasing (a streaming decoder
+/// cannot emit a token before the one preceding it). An empty `read` (no output
+/// tokens) gives all-zero counts.
+LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length);
+
+/// The number of input elements read when each token was emitted, from the input
+/// positions a streaming decoder reports (mona::stream::StreamResult::input_positions):
+/// position p in [0, n) gives p + 1; p >= n (the appended </s>) and p < 0 (attention
+/// ran past the end) give n, the whole input. Throws mona::Error if input_length < 1.
+std::vector<int64_t> inputs_read(const std::vector<int64_t>& input_positions, int64_t input_length);
 
 }  // namespace mona::train

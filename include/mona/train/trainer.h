@@ -55,6 +55,10 @@ struct Transducer {
 /// Result of decoding a reference set.
 struct EvalResult {
   ErrorCounts counts;
+  /// Streaming latency (metrics.h) of online decoding, from the input position each output
+  /// token's attention needed; for beam search, those of the final best hypothesis. Empty
+  /// (no sequences) for expected-alignment decoding, which is offline.
+  LatencyCounts latency;
   int64_t inputs = 0;
   double seconds = 0;
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
