@@ -48,6 +48,12 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   for (std::string line; std::getline(log, line);) {
     const auto j = nlohmann::json::parse(line);
     if (j["event"] == "train") losses.push_back(j["loss"].get<double>());
+    if (j["event"] == "eval") {  // the dev evaluation logs the streaming latency too
+      EXPECT_GT(j["dev_average_proportion"].get<double>(), 0.0);
+      EXPECT_LE(j["dev_average_proportion"].get<double>(), 1.0);
+      EXPECT_GT(j["dev_average_lagging"].get<double>(), 0.0);
+      EXPECT_TRUE(j.contains("dev_early_token_share"));
+    }
   }
   ASSERT_EQ(losses.size(), 6u);
   std::printf("[   info   ] training loss every 20 steps:");
