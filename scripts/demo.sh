@@ -5,7 +5,8 @@
 #      the train/dev/test splits
 #   3. trains a small MoChA model with a unidirectional encoder (recipes/g2p-cmudict/demo.yaml,
 #      at most train.max_minutes of training)
-#   4. evaluates it on the test split and prints PER, WER, decoding speed and training time
+#   4. evaluates it on the test split and prints PER, WER, decoding speed, streaming latency
+#      (average lagging in letters, share of phonemes emitted before the word ends) and training time
 #   5. streams five test words through `mona stream`, showing each phoneme as it is emitted
 #      with the letter position where the attention chose to emit it
 #   6. writes an alignment PNG and prints its path
@@ -48,10 +49,12 @@ per=$(field token_error_rate)
 wer=$(field sequence_error_rate)
 wps=$(field inputs_per_second)
 words=$(field inputs)
-printf '\n| model | test words | PER | WER | decoding (words/s, greedy, hard online) | training (min) |\n'
-printf '| --- | --- | --- | --- | --- | --- |\n'
-awk -v per="$per" -v wer="$wer" -v wps="$wps" -v n="$words" -v m="$minutes" \
-  'BEGIN { printf "| MoChA w=4, unidirectional | %d | %.2f%% | %.2f%% | %.0f | %.1f |\n", n, 100*per, 100*wer, wps, m }'
+lag=$(field average_lagging)
+early=$(field early_token_share)
+printf '\n| model | test words | PER | WER | decoding (words/s, greedy, hard online) | average lagging (letters) | phonemes emitted before the word ends | training (min) |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- | --- |\n'
+awk -v per="$per" -v wer="$wer" -v wps="$wps" -v n="$words" -v m="$minutes" -v lag="$lag" -v early="$early" \
+  'BEGIN { printf "| MoChA w=4, unidirectional | %d | %.2f%% | %.2f%% | %.0f | %.2f | %.1f%% | %.1f |\n", n, 100*per, 100*wer, wps, lag, 100*early, m }'
 
 step "streaming five test words (letters arrive one at a time)"
 # five words spread over the (alphabetical) test split, 6 letters or more
