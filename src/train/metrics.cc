@@ -119,12 +119,4 @@ LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length) {
   return c;
 }
 
-std::vector<int64_t> inputs_read(const std::vector<int64_t>& input_positions, int64_t input_length) {
-  detail::check(input_length >= 1, "inputs_read: input_length: expected >= 1, got ", input_length);
-  std::vector<int64_t> read;
-  read.reserve(input_positions.size());
-  for (int64_t p : input_positions) read.push_back(p >= 0 && p < input_length ? p + 1 : input_length);
-  return read;
-}
-
 }  // namespace mona::train

@@ -179,6 +179,31 @@ RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
 // ---------------------------------------------------------------------------------------
 // Evaluation
 
+namespace {
+
+// Greedy online decoding of one input fed one element at a time, as a live stream gets
+// it: returns the tokens and adds their latency (g(i) = elements received when token i
+// appeared; the whole input for tokens that came after its end) to `latency`.
+std::vector<int64_t> stream_greedy(const stream::Recognizer& recognizer, const at::Tensor& x,
+                                   LatencyCounts& latency) {
+  const int64_t n = x.size(0);
+  auto s = recognizer.create_stream();
+  std::vector<int64_t> read;
+  for (int64_t k = 0; k < n; ++k) {
+    recognizer.accept(*s, x.narrow(0, k, 1));
+    while (recognizer.is_ready(*s)) recognizer.decode(*s);
+    read.resize(recognizer.result(*s).tokens.size(), k + 1);
+  }
+  recognizer.input_finished(*s);
+  while (recognizer.is_ready(*s)) recognizer.decode(*s);
+  std::vector<int64_t> tokens = recognizer.result(*s).tokens;
+  read.resize(tokens.size(), n);
+  if (n > 0) latency.add(train::latency(read, n));
+  return tokens;
+}
+
+}  // namespace
+
 EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention, int64_t limit) {
   torch::NoGradGuard no_grad;
@@ -198,9 +223,7 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
       const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
       out = nn::decode_expected(*t.model->decoder, m, search).tokens;
     } else {
-      const stream::StreamResult res = recognizer.recognize(x);
-      out = res.tokens;
-      r.latency.add(latency(inputs_read(res.input_positions, x.size(0)), x.size(0)));
+      out = search.beam == 0 ? stream_greedy(recognizer, x, r.latency) : recognizer.recognize(x).tokens;
     }
     r.counts.add(score(t.output_vocab.decode(out), sets[k].references));
     ++r.inputs;

@@ -169,13 +169,6 @@ TEST(Latency, ShorterOutputUsesTheRateAndCorpusAveragesSequences) {
   EXPECT_EQ(mona::train::LatencyCounts{}.average_lagging(), 0.0);
 }
 
-TEST(Latency, InputsReadFromStreamPositions) {
-  // Position p < n: p + 1 elements read; the appended </s> (p = n) and "ran past the end"
-  // (p = -1) need the whole input.
-  EXPECT_EQ(mona::train::inputs_read({0, 2, 3, 4, -1}, 4), (std::vector<int64_t>{1, 3, 4, 4, 4}));
-  EXPECT_THROW(mona::train::inputs_read({0}, 0), mona::Error);
-}
-
 TEST(Latency, BadArgumentsAreNamed) {
   auto message = [](const std::function<void()>& f) {
     try {

@@ -16,11 +16,12 @@
 //   sequence error rate = sum sequence_errors / sum sequences (WER in g2p papers)
 //
 // Latency of streaming decoding. For output token i (1-based, </s> excluded) of an input
-// of n elements, g(i) is the number of input elements read when the token could be
-// emitted: the chosen memory entry t_i plus one for a causal encoder (the last entry of
-// the chunk for MoChA / MAtChA, the last entry of the window for GMM), and n when the
-// token needed the end of the input (attention on the appended </s>, soft attention, or
-// an attention that ran past the end). With |y| output tokens and r = |y| / n:
+// of n elements, g(i) is the number of input elements read when the token was emitted
+// (n when it came only after the end of the input). With a causal encoder that is the
+// chosen memory entry t_i plus one for hard monotonic attention, MoChA and MAtChA (t_i
+// is the last entry of the chunk), n for attention on the appended </s>, for soft
+// attention and for an attention that ran past the end; SAGMM-tr needs the first entry
+// past its window. With |y| output tokens and r = |y| / n:
 //   average proportion  AP = sum_i g(i) / (n |y|)                  (Cho & Esipova, 2016)
 //                       in (0, 1]; 1 is offline (every token waits for the whole input)
 //   average lagging     AL = (1/tau) sum_{i=1..tau} [g(i) - (i - 1) / r]
@@ -84,10 +85,5 @@ struct LatencyCounts {
 /// tokens) gives all-zero counts.
 LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length);
 
-/// The number of input elements read when each token was emitted, from the input
-/// positions a streaming decoder reports (mona::stream::StreamResult::input_positions):
-/// position p in [0, n) gives p + 1; p >= n (the appended </s>) and p < 0 (attention
-/// ran past the end) give n, the whole input. Throws mona::Error if input_length < 1.
-std::vector<int64_t> inputs_read(const std::vector<int64_t>& input_positions, int64_t input_length);
 
 }  // namespace mona::train

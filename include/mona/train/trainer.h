@@ -56,9 +56,11 @@ struct Transducer {
 /// Result of decoding a reference set.
 struct EvalResult {
   ErrorCounts counts;
-  /// Streaming latency (metrics.h) of online decoding, from the input position each output
-  /// token's attention needed; for beam search, those of the final best hypothesis. Empty
-  /// (no sequences) for expected-alignment decoding, which is offline.
+  /// Streaming latency (metrics.h) of greedy online decoding: each input is fed one element
+  /// at a time, as a live stream receives it, and g(i) is the number of elements received
+  /// when output token i appeared. Empty (no sequences) for beam search (its best
+  /// hypothesis can change until the end, and mona's beam search commits only then) and for
+  /// expected-alignment decoding (offline).
   LatencyCounts latency;
   int64_t inputs = 0;
   double seconds = 0;
