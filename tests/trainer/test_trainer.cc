@@ -242,6 +242,12 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   EXPECT_NE(r.output.find("skipping empty input (line 3)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("abc\t"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cab\t"), std::string::npos) << r.output;
+  // characters are UTF-8 code points, named whole; a stray byte is shown in hex
+  r = run_cli("decode " + ckpt + " -", "ab\xc3\xa9" "c\nb\xff" "a\n");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping \"ab\xc3\xa9" "c\": symbols outside the model's input vocabulary: '\xc3\xa9'\n"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("symbols outside the model's input vocabulary: '\\xFF'"), std::string::npos) << r.output;
   r = run_cli("stream " + ckpt, "abcdef\n");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("read 6 'f'"), std::string::npos) << r.output;
@@ -249,6 +255,10 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("\"inputs\": 8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"average_lagging\": "), std::string::npos) << r.output;  // greedy: latency too
+  r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json --beam 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("average_lagging"), std::string::npos) << r.output;  // beam search: none
   r = run_cli("plot " + ckpt + " abc -o " + (d / "a.png"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(d / "a.png"));

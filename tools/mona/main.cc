@@ -26,13 +26,27 @@ std::string join(const std::vector<std::string>& v, const char* sep = " ") {
 }
 
 // Input tokens of one line: whitespace-separated tokens if the line has whitespace
-// ("h e l l o"), else its characters ("hello"), unless --split says otherwise.
+// ("h e l l o"), else its characters ("hello"), unless --split says otherwise. Characters
+// are UTF-8 code points ("é" is one token, so a notice names it whole); a byte that does
+// not start a valid UTF-8 sequence is a token of its own, shown as \xHH.
 std::vector<std::string> split_input(const std::string& line, const std::string& mode) {
   const bool spaces = mode == "spaces" || (mode == "auto" && line.find_first_of(" \t") != std::string::npos);
   if (spaces) return mona::data::tokenize(line);
   std::vector<std::string> out;
-  for (char ch : line) {
-    if (!std::isspace(static_cast<unsigned char>(ch))) out.emplace_back(1, ch);
+  for (size_t k = 0; k < line.size();) {
+    const auto lead = static_cast<unsigned char>(line[k]);
+    const size_t len = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    bool valid = len > 0 && k + len <= line.size();
+    for (size_t c = 1; valid && c < len; ++c) valid = (static_cast<unsigned char>(line[k + c]) & 0xC0) == 0x80;
+    if (!valid) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", lead);
+      out.emplace_back(hex);
+      ++k;
+      continue;
+    }
+    if (!(len == 1 && std::isspace(lead))) out.push_back(line.substr(k, len));
+    k += len;
   }
   return out;
 }
