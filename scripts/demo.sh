@@ -43,7 +43,7 @@ minutes=$(printf '%s\n' "$train_out" | sed -n 's/^trained [0-9]* steps in \([0-9
 ckpt="$RUN_DIR/best.ckpt"
 
 step "evaluation on the test split"
-eval_json=$("$mona" eval "$ckpt" "$data/test.tsv" --json)
+eval_json=$("$mona" eval "$ckpt" "$data/test.tsv" --beam 0 --json)  # greedy: the table says so
 field() { printf '%s' "$eval_json" | sed -n "s/.*\"$1\": \([0-9.eE+-]*\).*/\1/p"; }
 per=$(field token_error_rate)
 wer=$(field sequence_error_rate)

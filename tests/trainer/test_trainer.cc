@@ -255,6 +255,8 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("\"inputs\": 8"), std::string::npos) << r.output;
+  r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json --beam 0");
+  EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("\"average_lagging\": "), std::string::npos) << r.output;  // greedy: latency too
   r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json --beam 2");
   EXPECT_EQ(r.code, 0) << r.output;

@@ -187,21 +187,24 @@ int main(int argc, char** argv) {
     if (*eval) {
       const auto sets = mona::data::group_references(mona::data::read_tsv(data_path));
       const auto r = mona::train::evaluate(t, sets, search_options(t, beam), expected, limit);
+      // latency is measured for greedy online decoding only (see EvalResult::latency)
+      const bool greedy_online = !expected && search_options(t, beam).beam == 0;
       if (as_json) {
         std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
                   << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
                   << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds;
-        if (r.latency.sequences > 0) {
-          std::cout << ", \"average_proportion\": " << r.latency.average_proportion()
-                    << ", \"average_lagging\": " << r.latency.average_lagging()
-                    << ", \"early_token_share\": " << r.latency.early_token_share();
+        if (greedy_online) {  // null when no output token was emitted at all
+          auto value = [&](double v) { return r.latency.sequences > 0 ? std::to_string(v) : std::string("null"); };
+          std::cout << ", \"average_proportion\": " << value(r.latency.average_proportion())
+                    << ", \"average_lagging\": " << value(r.latency.average_lagging())
+                    << ", \"early_token_share\": " << value(r.latency.early_token_share());
         }
         std::cout << "}\n";
       } else {
         std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
                     static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
                     100 * r.counts.sequence_error_rate(), r.inputs_per_second());
-        if (r.latency.sequences > 0) {
+        if (greedy_online && r.latency.sequences > 0) {
           std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
                       "emitted before the end of input\n",
                       r.latency.average_proportion(), r.latency.average_lagging(),
