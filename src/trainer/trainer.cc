@@ -385,9 +385,10 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
       rec["dev_token_error_rate"] = ter;
       rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
       rec["dev_inputs_per_second"] = ev.inputs_per_second();
-      rec["dev_average_proportion"] = ev.latency.average_proportion();
-      rec["dev_average_lagging"] = ev.latency.average_lagging();
-      rec["dev_early_token_share"] = ev.latency.early_token_share();
+      const bool emitted = ev.latency.sequences > 0;
+      rec["dev_average_proportion"] = emitted ? nlohmann::json(ev.latency.average_proportion()) : nullptr;
+      rec["dev_average_lagging"] = emitted ? nlohmann::json(ev.latency.average_lagging()) : nullptr;
+      rec["dev_early_token_share"] = emitted ? nlohmann::json(ev.latency.early_token_share()) : nullptr;
       if (ter < run.best_ter) {
         run.best_ter = ter;
         run.bad_evals = 0;

@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   train->add_flag("--resume", resume, "continue from OUTPUT_DIR/last.ckpt");
 
   // eval
-  auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for online decoding, the streaming latency (average proportion, average lagging)");
+  auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
   std::string ckpt, data_path;
   int64_t beam = -1, limit = 0;
   bool expected = false, as_json = false;

@@ -31,6 +31,7 @@
 //   early token share   = tokens with g(i) < n / all tokens: what streaming gains
 // AP and AL are averaged over sequences with at least one output token; the share is a
 // ratio of sums.
+#pragma once
 
 #include <cstdint>
 #include <string>
@@ -84,6 +85,5 @@ struct LatencyCounts {
 /// cannot emit a token before the one preceding it). An empty `read` (no output
 /// tokens) gives all-zero counts.
 LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length);
-
 
 }  // namespace mona::train

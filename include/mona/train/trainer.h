@@ -13,9 +13,10 @@
 // their epoch, cut into windows of 50 batches, sorted by input length inside a window,
 // batched, and the batches shuffled), Adam, global-norm clipping, step learning-rate
 // decay, L2 weight decay, label smoothing; every eval_every steps the dev set is decoded
-// with the online (hard) attention, the token and sequence error rates and the streaming
-// latency (average proportion, average lagging, early token share; metrics.h) logged, `last.ckpt`
-// and (when dev token error improves) `best.ckpt` written, and training stops early after
+// greedily with the online (hard) attention, the token and sequence error rates and the
+// streaming latency (average proportion, average lagging, early token share; metrics.h;
+// null when no token was emitted) logged, `last.ckpt` and (when dev token error improves)
+// `best.ckpt` written, and training stops early after
 // `patience` evaluations without improvement. With the same seed and thread count a run is
 // deterministic, and a run resumed from `last.ckpt` continues exactly as if uninterrupted.
 //
