@@ -61,7 +61,9 @@ struct EvalResult {
   /// at a time, as a live stream receives it, and g(i) is the number of elements received
   /// when output token i appeared. Empty (no sequences) for beam search (its best
   /// hypothesis can change until the end, and mona's beam search commits only then) and for
-  /// expected-alignment decoding (offline).
+  /// expected-alignment decoding (offline). The tokens are the same as when the whole input
+  /// is accepted at once; `seconds` includes the per-element calls (for the G2P recipe's
+  /// models about a third more time than whole-word decoding).
   LatencyCounts latency;
   int64_t inputs = 0;
   double seconds = 0;
