@@ -111,8 +111,8 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   fs::remove_all(dir);
 }
 
-// SAGMM-tr emits one entry after its window's last, and its window can end before the
-// previous one did.
+// SAGMM-tr emits one entry after its window's last (lookahead 1 in the derivation, which
+// also takes the running maximum because a window may end before the previous one did).
 TEST(G2pSmoke, SagmmTrLatency) {
   const fs::path dir = fs::temp_directory_path() / ("mona_g2p_smoke_gmm_" + std::to_string(::getpid()));
   fs::remove_all(dir);

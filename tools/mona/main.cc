@@ -186,9 +186,10 @@ int main(int argc, char** argv) {
     const Transducer t = Transducer::load(ckpt);
     if (*eval) {
       const auto sets = mona::data::group_references(mona::data::read_tsv(data_path));
-      const auto r = mona::train::evaluate(t, sets, search_options(t, beam), expected, limit);
+      const auto search = search_options(t, beam);
+      const auto r = mona::train::evaluate(t, sets, search, expected, limit);
       // latency is measured for greedy online decoding only (see EvalResult::latency)
-      const bool greedy_online = !expected && search_options(t, beam).beam == 0;
+      const bool greedy_online = !expected && search.beam == 0;
       if (as_json) {
         std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
                   << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
