@@ -30,6 +30,9 @@ void ModelOptions::validate() const {
   TORCH_CHECK(encoder_layers >= 1, w, ": encoder_layers must be >= 1, got ", encoder_layers);
   TORCH_CHECK(encoder_hidden > 0, w, ": encoder_hidden must be > 0, got ", encoder_hidden);
   TORCH_CHECK(projection_dim >= 0, w, ": projection_dim must be >= 0, got ", projection_dim);
+  TORCH_CHECK(lookahead >= 0, w, ": lookahead must be >= 0, got ", lookahead);
+  TORCH_CHECK(lookahead == 0 || !bidirectional, w, ": lookahead must be 0 with a bidirectional encoder "
+              "(it already sees the whole input), got ", lookahead);
   TORCH_CHECK(output_vocab > 3, w, ": output_vocab must be > 3 (4 reserved symbols), got ", output_vocab);
   TORCH_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
   TORCH_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
@@ -62,6 +65,7 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
     bn2 = register_module("bn2", torch::nn::BatchNorm2d(o.conv_channels));
     in_dim = o.conv_channels * conv_out(conv_out(o.feature_dim));
   }
+  in_dim *= o.lookahead + 1;
   for (int64_t l = 0; l < o.encoder_layers; ++l) {
     auto lstm = torch::nn::LSTM(
         torch::nn::LSTMOptions(in_dim, o.encoder_hidden).batch_first(true).bidirectional(o.bidirectional));
@@ -136,7 +140,20 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     out_lens = torch::where(l1z > 0, (l1z - 1).div(2, "floor") + 1, torch::zeros_like(l1z));
     x = x.permute({0, 2, 1, 3}).reshape({x.size(0), x.size(2), -1});
   }
+  if (options_.lookahead > 0) x = widen(x, out_lens);
   return {run_layers(x, out_lens), out_lens};
+}
+
+at::Tensor Encoder::widen(const at::Tensor& x, const at::Tensor& lengths) const {
+  const int64_t B = x.size(0), T = x.size(1), D = x.size(2);
+  const at::Tensor valid = torch::arange(T, torch::kLong).unsqueeze(0) < lengths.unsqueeze(1);
+  const at::Tensor xm = x * valid.to(x.scalar_type()).unsqueeze(2);  // zeros past each end
+  std::vector<at::Tensor> parts{xm};
+  for (int64_t s = 1; s <= options_.lookahead; ++s) {  // parts[s][b, t] = xm[b, t + s]
+    const int64_t n = std::min(s, T);
+    parts.push_back(torch::cat({xm.slice(1, n), torch::zeros({B, n, D}, xm.options())}, 1));
+  }
+  return torch::cat(parts, 2);
 }
 
 at::Tensor Encoder::conv1_frame(const EncoderStream& s, int64_t k, int64_t T) {
@@ -207,6 +224,18 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
       if (!ready) break;
       layer_in.push_back(conv2_frame(s, m, finished ? T1 : T1 + 1));
       ++s.conv2_done;
+    }
+  }
+  if (options_.lookahead > 0) {  // row t leaves once row t + k has arrived (or the input ends)
+    auto& q = s.lookahead_rows;
+    q.insert(q.end(), layer_in.begin(), layer_in.end());
+    layer_in.clear();
+    const auto k = static_cast<size_t>(options_.lookahead);
+    while (!q.empty() && (q.size() > k || finished)) {
+      std::vector<at::Tensor> window;
+      for (size_t j = 0; j <= k; ++j) window.push_back(j < q.size() ? q[j] : torch::zeros_like(q[0]));
+      layer_in.push_back(torch::cat(window));
+      q.erase(q.begin());
     }
   }
   if (options_.bidirectional) {  // offline only: wait for the whole input

@@ -87,6 +87,7 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source) {
     m.get("encoder_layers", o.encoder_layers);
     m.get("encoder_hidden", o.encoder_hidden);
     m.get("bidirectional", o.bidirectional);
+    m.get("lookahead", o.lookahead);
     m.get("projection_dim", o.projection_dim);
     m.get("decoder_embedding_dim", o.decoder_embedding_dim);
     m.get("decoder_hidden", o.decoder_hidden);
@@ -170,6 +171,7 @@ YAML::Node config_to_yaml(const Config& c) {
   m["encoder_layers"] = o.encoder_layers;
   m["encoder_hidden"] = o.encoder_hidden;
   m["bidirectional"] = o.bidirectional;
+  m["lookahead"] = o.lookahead;
   m["projection_dim"] = o.projection_dim;
   m["decoder_embedding_dim"] = o.decoder_embedding_dim;
   m["decoder_hidden"] = o.decoder_hidden;

@@ -169,13 +169,15 @@ TEST(Seq2Seq, StreamingEqualsOfflineAndBeamOneEqualsGreedy) {
 
 TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
   for (const std::string kind : {"symbols", "features"}) {
-    for (bool bidi : {false, true}) {
+    for (int64_t variant : {0, 1, 2}) {  // unidirectional, bidirectional, lookahead 2
+      const bool bidi = variant == 1;
       torch::manual_seed(3);
       ModelOptions o = tiny_options("mocha");
       o.input_kind = kind;
       o.feature_dim = 7;
       o.conv_channels = 4;
       o.bidirectional = bidi;
+      o.lookahead = variant == 2 ? 2 : 0;
       o.projection_dim = bidi ? 12 : 0;
       o.encoder_layers = 2;
       nn::Encoder enc(o);
@@ -192,7 +194,7 @@ TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
         parts.push_back(enc.stream(st, torch::Tensor(), true));
         auto streamed = torch::cat(parts);
         ASSERT_EQ(streamed.size(0), enc.output_length(T)) << kind << " T=" << T;
-        EXPECT_TRUE(torch::allclose(streamed, mem[0], 1e-5, 1e-6)) << kind << " bidi " << bidi << " T=" << T;
+        EXPECT_TRUE(torch::allclose(streamed, mem[0], 1e-5, 1e-6)) << kind << " variant " << variant << " T=" << T;
       }
       // Padding in a batch does not change a sequence's memory.
       torch::Tensor xb = kind == "symbols" ? torch::randint(4, 10, {2, 9}, torch::kLong) : torch::randn({2, 9, 7});
@@ -201,34 +203,82 @@ TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
       auto [ma, mla] = enc.forward(xb[1].narrow(0, 0, 5).unsqueeze(0), torch::tensor({5}, torch::kLong));
       const int64_t n = mla[0].item<int64_t>();
       EXPECT_EQ(mlb[1].item<int64_t>(), n);
-      EXPECT_TRUE(torch::allclose(mb[1].narrow(0, 0, n), ma[0].narrow(0, 0, n), 1e-5, 1e-6)) << kind << " bidi " << bidi;
+      EXPECT_TRUE(torch::allclose(mb[1].narrow(0, 0, n), ma[0].narrow(0, 0, n), 1e-5, 1e-6)) << kind << " variant " << variant;
     }
   }
 }
 
-TEST(Seq2Seq, FeatureInputStreamsExactlyAsOffline) {
-  torch::manual_seed(4);
-  ModelOptions o = tiny_options("monotonic");
-  o.input_kind = "features";
-  o.feature_dim = 6;
-  o.conv_channels = 4;
-  o.attention_options.init_r = 1.0;
-  auto model = std::make_shared<nn::Seq2Seq>(o);
-  stream::Recognizer rec(model, nn::SearchOptions{});
-  for (int k = 0; k < 5; ++k) {
-    auto x = torch::randn({17, 6});
-    auto offline = rec.recognize(x);
-    auto s = rec.create_stream();
-    for (int64_t t = 0; t < 17; t += 3) {
-      rec.accept(*s, x.narrow(0, t, std::min<int64_t>(3, 17 - t)));
-      while (rec.is_ready(*s)) rec.decode(*s);
+// With lookahead k, memory entry t is a function of inputs 0 .. t + k exactly: streaming
+// releases it when input t + k arrives, changing input t + k moves it, changing any later
+// input does not.
+TEST(Seq2Seq, LookaheadEntrySeesExactlyKMoreInputs) {
+  for (int64_t k : {1, 3}) {
+    torch::manual_seed(7);
+    ModelOptions o = tiny_options("monotonic");
+    o.append_eos = false;
+    o.lookahead = k;
+    nn::Encoder enc(o);
+    enc.eval();
+    torch::NoGradGuard ng;
+    const int64_t T = 9;
+    const torch::Tensor x = torch::randint(4, 10, {T}, torch::kLong);
+    nn::EncoderStream st;
+    int64_t released = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      released += enc.stream(st, x.narrow(0, t, 1), false).size(0);
+      EXPECT_EQ(released, std::max<int64_t>(0, t + 1 - k)) << "k=" << k << " after input " << t;
     }
-    rec.input_finished(*s);
-    while (rec.is_ready(*s)) rec.decode(*s);
-    auto online = rec.result(*s);
-    EXPECT_EQ(online.tokens, offline.tokens);
-    EXPECT_EQ(online.input_positions, offline.input_positions);
-    for (int64_t p : online.input_positions) EXPECT_LT(p, 17);
+    released += enc.stream(st, torch::Tensor(), true).size(0);
+    EXPECT_EQ(released, T);
+    auto one = torch::ones({1}, torch::kLong);
+    const torch::Tensor mem = enc.forward(x.unsqueeze(0), T * one).first[0];
+    for (int64_t changed = 0; changed < T; ++changed) {
+      torch::Tensor y = x.clone();
+      y[changed] = x[changed].item<int64_t>() == 4 ? 5 : 4;
+      const torch::Tensor my = enc.forward(y.unsqueeze(0), T * one).first[0];
+      for (int64_t t = 0; t < T; ++t) {
+        const bool same = torch::equal(my[t], mem[t]);
+        EXPECT_EQ(same, changed > t + k) << "k=" << k << " entry " << t << " input " << changed;
+      }
+    }
+  }
+}
+
+TEST(Seq2Seq, LookaheadOptionErrorsNameTheValue) {
+  ModelOptions o = tiny_options("mocha");
+  o.lookahead = -1;
+  mona::test::expect_throws_with([&] { o.validate(); }, "lookahead must be >= 0, got -1");
+  o.lookahead = 2;
+  o.bidirectional = true;
+  mona::test::expect_throws_with([&] { o.validate(); }, "lookahead must be 0 with a bidirectional encoder");
+}
+
+TEST(Seq2Seq, FeatureInputStreamsExactlyAsOffline) {
+  for (int64_t lookahead : {0, 2}) {
+    torch::manual_seed(4);
+    ModelOptions o = tiny_options("monotonic");
+    o.input_kind = "features";
+    o.feature_dim = 6;
+    o.conv_channels = 4;
+    o.lookahead = lookahead;
+    o.attention_options.init_r = 1.0;
+    auto model = std::make_shared<nn::Seq2Seq>(o);
+    stream::Recognizer rec(model, nn::SearchOptions{});
+    for (int k = 0; k < 5; ++k) {
+      auto x = torch::randn({17, 6});
+      auto offline = rec.recognize(x);
+      auto s = rec.create_stream();
+      for (int64_t t = 0; t < 17; t += 3) {
+        rec.accept(*s, x.narrow(0, t, std::min<int64_t>(3, 17 - t)));
+        while (rec.is_ready(*s)) rec.decode(*s);
+      }
+      rec.input_finished(*s);
+      while (rec.is_ready(*s)) rec.decode(*s);
+      auto online = rec.result(*s);
+      EXPECT_EQ(online.tokens, offline.tokens);
+      EXPECT_EQ(online.input_positions, offline.input_positions) << "lookahead " << lookahead;
+      for (int64_t p : online.input_positions) EXPECT_LT(p, 17);
+    }
   }
 }
 

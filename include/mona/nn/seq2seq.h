@@ -5,6 +5,9 @@
 //   symbols  [B, T] int64  -> embedding [B, T, E]
 //   features [B, T, F]     -> two 3x3 stride-2 Conv2d (32 channels), each with batch norm
 //                             and ReLU, subsampling time (and frequency) by 4
+//   optionally, with lookahead k > 0, each of those rows x_t is widened to
+//   [x_t; x_{t+1}; ..; x_{t+k}] (zeros past the end), so that memory entry t has seen k
+//   input elements beyond its own (the future-context window of streaming recognisers);
 //   then a stack of single-layer LSTMs, unidirectional (online) or bidirectional (offline
 //   baseline), each optionally followed by a linear projection; dropout between layers.
 //   The output is the memory h [B, T', Dh] with T' = T (symbols; T + 1 with the appended
@@ -57,6 +60,10 @@ struct ModelOptions {
   int64_t encoder_layers = 2;
   int64_t encoder_hidden = 128;        ///< per direction
   bool bidirectional = false;          ///< offline baseline only: cannot stream
+  /// k >= 0: each memory entry sees k input elements (symbols, or subsampled frames for
+  /// features) beyond its own, so it becomes available k elements later when streaming.
+  /// Unidirectional encoders only (a bidirectional one already sees everything).
+  int64_t lookahead = 0;
   int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
   int64_t output_vocab = 0;            ///< output vocabulary size (incl. specials)
   int64_t decoder_embedding_dim = 64;
@@ -75,6 +82,7 @@ struct EncoderStream {
   std::vector<at::Tensor> pending_inputs;    ///< bidirectional: everything, until finished
   std::vector<at::Tensor> raw_frames;        ///< features: input frames received so far
   std::vector<at::Tensor> conv1_frames;      ///< features: first conv layer outputs so far
+  std::vector<at::Tensor> lookahead_rows;    ///< lookahead: rows not yet widened (<= k + 1)
   int64_t conv2_done = 0;                    ///< features: second conv layer outputs emitted
   bool finished = false;
 };
@@ -96,6 +104,9 @@ class Encoder : public torch::nn::Module {
 
  private:
   at::Tensor run_layers(at::Tensor x, const at::Tensor& lengths);
+  /// [B, T, D] rows with lengths -> [B, T, (k + 1) D], row t = [x_t; ..; x_{t+k}], zeros
+  /// at and past each sequence's length (ModelOptions::lookahead = k).
+  at::Tensor widen(const at::Tensor& x, const at::Tensor& lengths) const;
   at::Tensor conv1_frame(const EncoderStream& s, int64_t k, int64_t T);
   at::Tensor conv2_frame(const EncoderStream& s, int64_t m, int64_t T1);
   ModelOptions options_;
