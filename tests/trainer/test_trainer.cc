@@ -119,10 +119,14 @@ TEST(Trainer, CheckpointRoundTripDecodesIdentically) {
   write_task(d / "train.tsv", 100, 3);
   write_task(d / "dev.tsv", 10, 4);
   std::ostringstream sink;
-  train::Trainer(tiny_config(d, 10)).run(false, sink);
+  train::Config c = tiny_config(d, 10);
+  c.model.lookahead = 2;  // a non-default shape option must survive the round trip
+  train::Trainer(c).run(false, sink);
   const auto t = train::Transducer::load(d / "run/last.ckpt");
   train::CheckpointIO::save(d / "copy.ckpt", t, nullptr, train::RunState{});
   const auto u = train::Transducer::load(d / "copy.ckpt");
+  EXPECT_EQ(t.model->options().lookahead, 2);
+  EXPECT_EQ(u.model->options().lookahead, 2);
   const auto pt = parameters_of(t), pu = parameters_of(u);
   for (size_t k = 0; k < pt.size(); ++k) EXPECT_TRUE(torch::equal(pt[k], pu[k]));
   EXPECT_TRUE(t.input_vocab == u.input_vocab);
