@@ -82,7 +82,7 @@ struct EncoderStream {
   std::vector<at::Tensor> pending_inputs;    ///< bidirectional: everything, until finished
   std::vector<at::Tensor> raw_frames;        ///< features: input frames received so far
   std::vector<at::Tensor> conv1_frames;      ///< features: first conv layer outputs so far
-  std::vector<at::Tensor> lookahead_rows;    ///< lookahead: rows not yet widened (<= k + 1)
+  std::vector<at::Tensor> lookahead_rows;    ///< lookahead: rows waiting for their k successors (at most k between calls)
   int64_t conv2_done = 0;                    ///< features: second conv layer outputs emitted
   bool finished = false;
 };
