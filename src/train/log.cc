@@ -40,6 +40,7 @@ Progress::Progress(int64_t total_steps, std::ostream& out, bool is_tty)
 }
 
 bool Progress::stdout_is_tty() { return ::isatty(STDOUT_FILENO) == 1; }
+bool Progress::stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
 void Progress::set_options(const ProgressOptions& options) {
   check(options.tty_redraw_seconds >= 0, "ProgressOptions.tty_redraw_seconds: expected >= 0, got ",
@@ -57,6 +58,13 @@ void Progress::set_clock(std::function<double()> now_seconds) {
   check(static_cast<bool>(now_seconds), "Progress::set_clock: expected a callable, got empty");
   now_ = std::move(now_seconds);
   start_time_ = now_();
+}
+
+void Progress::set_time_budget(double seconds) {
+  check(std::isfinite(seconds) && seconds >= 0,
+        "Progress::set_time_budget: seconds: expected a finite number >= 0 (0: none), got ",
+        seconds);
+  time_budget_ = seconds;
 }
 
 std::string Progress::format_duration(double seconds) {
@@ -84,34 +92,59 @@ std::string Progress::format_rate(double v) {
 std::string Progress::status_text(bool with_bar) const {
   std::ostringstream os;
   const double elapsed = now_time_ - start_time_;
+  // The step budget: fraction done and ETA from the step rate (-1: not measured yet).
   double eta = -1;
   if (total_ > 0 && step_ > first_step_ && now_time_ > first_time_) {
     const double rate = static_cast<double>(step_ - first_step_) / (now_time_ - first_time_);
     eta = static_cast<double>(std::max<int64_t>(total_ - step_, 0)) / rate;
   }
   if (total_ > 0 && step_ >= total_) eta = 0;
-  const double frac =
+  double frac =
       total_ > 0 ? std::min(1.0, std::max(0.0, static_cast<double>(step_) / total_)) : 0.0;
+  // The time budget, when it ends first (or the step rate is unknown).
+  bool by_time = false;
+  if (time_budget_ > 0) {
+    const double time_left = std::max(0.0, time_budget_ - elapsed);
+    if (total_ == 0 || eta < 0 || time_left < eta) {
+      by_time = true;
+      eta = time_left;
+      frac = std::min(1.0, std::max(0.0, elapsed / time_budget_));
+    }
+  }
+  const bool known = total_ > 0 || by_time;
   char loss[32];
   std::snprintf(loss, sizeof loss, "%.4f", loss_);
   char pct[16];
   std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * frac);
+  const std::string rate =
+      counting_ ? format_rate(elapsed > 0 ? static_cast<double>(step_) / elapsed : 0) + " " +
+                      options_.unit + "/s"
+                : "loss " + std::string(loss) + "  " + format_rate(tokens_per_second_) + " tok/s";
+  const std::string count = counting_ ? std::to_string(step_) : "step " + std::to_string(step_);
+  if (!options_.label.empty()) os << options_.label << ' ';
   if (with_bar) {
-    if (total_ > 0) {
+    if (known) {
       const int filled = static_cast<int>(std::floor(frac * options_.bar_width));
-      os << '[' << std::string(filled, '#') << std::string(options_.bar_width - filled, '.')
-         << "]  " << step_ << '/' << total_ << "  " << pct;
-    } else {
-      os << "step " << step_;
+      os << '[' << std::string(filled, '#') << std::string(options_.bar_width - filled, '.') << "]  ";
     }
-    os << "  loss " << loss << "  " << format_rate(tokens_per_second_) << " tok/s";
-    if (total_ > 0) os << "  ETA " << format_duration(eta);
+    if (by_time) {
+      os << count << "  " << pct << " of " << format_duration(time_budget_);
+    } else if (total_ > 0) {
+      os << step_ << '/' << total_ << "  " << pct;
+    } else {
+      os << count;
+    }
+    os << "  " << rate;
+    if (known) os << "  ETA " << format_duration(eta);
   } else {
-    os << "step " << step_;
-    if (total_ > 0) os << '/' << total_ << " (" << pct << ')';
-    os << "  loss " << loss << "  " << format_rate(tokens_per_second_) << " tok/s"
-       << "  elapsed " << format_duration(elapsed);
-    if (total_ > 0) os << "  ETA " << format_duration(eta);
+    os << count;
+    if (by_time) {
+      os << " (" << pct << " of " << format_duration(time_budget_) << ')';
+    } else if (total_ > 0) {
+      os << '/' << total_ << " (" << pct << ')';
+    }
+    os << "  " << rate << "  elapsed " << format_duration(elapsed);
+    if (known) os << "  ETA " << format_duration(eta);
   }
   return os.str();
 }
@@ -131,6 +164,19 @@ void Progress::print(bool final) {
 
 void Progress::update(int64_t step, double loss, double tokens_per_second) {
   if (finished_) return;
+  counting_ = false;
+  loss_ = loss;
+  tokens_per_second_ = tokens_per_second;
+  advance(step);
+}
+
+void Progress::update_count(int64_t done) {
+  if (finished_) return;
+  counting_ = true;
+  advance(done);
+}
+
+void Progress::advance(int64_t step) {
   const double now = now_();
   const bool first = !have_update_;
   if (first) {
@@ -139,8 +185,6 @@ void Progress::update(int64_t step, double loss, double tokens_per_second) {
   }
   have_update_ = true;
   step_ = step;
-  loss_ = loss;
-  tokens_per_second_ = tokens_per_second;
   now_time_ = now;
   printed_current_ = false;
   const bool last = total_ > 0 && step >= total_;
@@ -163,6 +207,7 @@ void Progress::finish() {
   if (finished_) return;
   finished_ = true;
   if (!have_update_) return;
+  now_time_ = now_();  // the final state as of now (elapsed, a time budget's share)
   if (tty_) {
     print(true);  // redraw the final state and end the line
   } else if (!printed_current_) {

@@ -159,3 +159,90 @@ TEST(Progress, BadArguments) {
   p.finish();  // no update: prints nothing
   EXPECT_EQ(out.str(), "");
 }
+
+// Issue 17 item 13: an 8-minute run of at most 100,000 steps showed "step 7252/100000
+// (7.3%) ETA 0:57:36"; the display follows whichever budget ends first.
+TEST(Progress, TimeBudgetThatEndsFirstDrivesPercentageAndEta) {
+  std::ostringstream out;
+  double now = 0;
+  Progress p(100000, out, /*is_tty=*/false);
+  p.set_clock([&] { return now; });
+  p.set_time_budget(480);
+  now = 0.04;
+  p.update(1, 2.0, 1000);  // no step rate yet: the time budget
+  now = 300;
+  p.update(7252, 1.23456, 3210);  // 30 s passed: printed
+  now = 481;
+  p.update(11626, 1.0, 3210);
+  p.finish();
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 3u) << out.str();
+  EXPECT_EQ(lines[0], "step 1 (0.0% of 0:08:00)  loss 2.0000  1.00k tok/s  elapsed 0:00:00  ETA 0:08:00");
+  EXPECT_EQ(lines[1], "step 7252 (62.5% of 0:08:00)  loss 1.2346  3.21k tok/s  elapsed 0:05:00  ETA 0:03:00");
+  EXPECT_EQ(lines[2], "step 11626 (100.0% of 0:08:00)  loss 1.0000  3.21k tok/s  elapsed 0:08:01  ETA 0:00:00");
+
+  // On a terminal the bar fills with the time.
+  std::ostringstream tty;
+  now = 0;
+  Progress q(100000, tty, /*is_tty=*/true);
+  q.set_clock([&] { return now; });
+  q.set_time_budget(480);
+  now = 0.04;
+  q.update(1, 2.0, 1000);
+  now = 300;
+  q.update(7252, 1.23456, 3210);
+  const std::string s = tty.str();
+  EXPECT_EQ(s.substr(s.rfind('\r')),
+            "\r[############........]  step 7252  62.5% of 0:08:00  loss 1.2346  3.21k tok/s  ETA 0:03:00\x1b[K");
+}
+
+TEST(Progress, StepBudgetThatEndsFirstKeepsTheStepDisplay) {
+  std::ostringstream out;
+  double now = 0;
+  Progress p(1000, out, /*is_tty=*/false);
+  p.set_clock([&] { return now; });
+  p.set_time_budget(3600);
+  now = 0;
+  p.update(0, 2.0, 1000);
+  now = 50;  // 10 steps/s: the steps end in 50 s, the hour much later
+  p.update(500, 1.0, 1000);
+  p.finish();  // step 500 was printed (30 s passed): nothing more
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 2u) << out.str();
+  EXPECT_EQ(lines[0], "step 0 (0.0% of 1:00:00)  loss 2.0000  1.00k tok/s  elapsed 0:00:00  ETA 1:00:00");
+  EXPECT_EQ(lines[1], "step 500/1000 (50.0%)  loss 1.0000  1.00k tok/s  elapsed 0:00:50  ETA 0:00:50");
+  EXPECT_ERROR_CONTAINS(p.set_time_budget(-1), "set_time_budget", "-1");
+}
+
+TEST(Progress, CountingShowsDoneOfTotalWithLabelRateAndEta) {
+  std::ostringstream tty;
+  double now = 0;
+  Progress p(300, tty, /*is_tty=*/true);
+  p.set_clock([&] { return now; });
+  ProgressOptions o;
+  o.label = "eval";
+  p.set_options(o);
+  now = 0.4;
+  p.update_count(30);
+  now = 2;
+  p.update_count(150);  // 75 inputs/s since the start; 150 left at that rate
+  const std::string s = tty.str();
+  EXPECT_EQ(s.substr(s.rfind('\r')),
+            "\reval [##########..........]  150/300  50.0%  75 inputs/s  ETA 0:00:02\x1b[K");
+
+  std::ostringstream plain;
+  now = 0;
+  Progress q(300, plain, /*is_tty=*/false);
+  q.set_clock([&] { return now; });
+  o.label = "dev eval (step 500)";
+  q.set_options(o);
+  for (int64_t k = 1; k <= 300; ++k) {
+    now = k * 0.01;
+    q.update_count(k);
+  }
+  q.finish();
+  const auto lines = lines_of(plain.str());
+  ASSERT_EQ(lines.size(), 2u) << plain.str();  // the first and the last
+  EXPECT_EQ(lines[0], "dev eval (step 500) 1/300 (0.3%)  100 inputs/s  elapsed 0:00:00  ETA --:--:--");
+  EXPECT_EQ(lines[1], "dev eval (step 500) 300/300 (100.0%)  100 inputs/s  elapsed 0:00:03  ETA 0:00:00");
+}

@@ -9,7 +9,7 @@
 //   terminal (is_tty = true): one line redrawn in place ("\r" ... "\x1b[K"), at most every
 //   `tty_redraw_seconds` and always for the last step, e.g.
 //     [##########..........]  512/1024  50.0%  loss 1.2346  3.21k tok/s  ETA 0:01:05
-//   finish() redraws the final state and ends the line with '\n'.
+//   finish() redraws the final state (as of its call) and ends the line with '\n'.
 //
 //   log file / pipe (is_tty = false): plain lines, each ending in '\n', no control
 //   characters. A line is printed for the first update, then whenever `plain_every_seconds`
@@ -21,6 +21,21 @@
 // total_steps = 0 means unknown: no bar, percentage or ETA ("step 512  loss ...").
 // The ETA is (total - step) / rate, the rate measured from the first update on (so a
 // resumed run estimates from its own speed); "--:--:--" until it can be measured.
+//
+// A run with a wall-clock budget as well (set_time_budget(seconds), counted from the
+// Progress's creation) ends with whichever budget runs out first, and the display follows
+// that one: while the time budget would end first (or the step rate is not measured yet),
+// the bar, percentage and ETA are elapsed / budget and budget - elapsed, and the step count
+// has no total, e.g. for an 8-minute run of at most 100,000 steps:
+//     [############........]  step 7252  62.5% of 0:08:00  loss 1.2346  3.21k tok/s  ETA 0:03:00
+//     step 7252 (62.5% of 0:08:00)  loss 1.2346  3.21k tok/s  elapsed 0:05:00  ETA 0:03:00
+// otherwise the step display above.
+//
+// Counting (update_count(done), e.g. inputs decoded by an evaluation) shows `done` out of
+// the total, the rate in options().unit per second (from creation on), and the ETA, in the
+// same two modes, after options().label:
+//     eval [##########..........]  150/300  50.0%  75 inputs/s  ETA 0:00:02
+//     eval 150/300 (50.0%)  75 inputs/s  elapsed 0:00:02  ETA 0:00:02
 // Times come from a steady clock; tests can inject a fake one with set_clock().
 #pragma once
 
@@ -56,6 +71,8 @@ struct ProgressOptions {
   double plain_every_seconds = 30;   ///< plain: print when this much time has passed (0: off)
   int64_t plain_every_steps = 0;     ///< plain: print after this many steps (0: off)
   int bar_width = 20;                ///< terminal: characters inside the brackets
+  std::string label;                 ///< printed first (e.g. "eval"); empty: nothing
+  std::string unit = "inputs";       ///< update_count(): what is counted, for the rate
 };
 
 class Progress {
@@ -63,8 +80,9 @@ class Progress {
   /// total_steps >= 0 (0: unknown). Throws mona::Error if negative.
   Progress(int64_t total_steps, std::ostream& out, bool is_tty);
 
-  /// True if standard output is a terminal (isatty).
+  /// True if standard output / standard error is a terminal (isatty).
   static bool stdout_is_tty();
+  static bool stderr_is_tty();
 
   void set_options(const ProgressOptions& options);
   const ProgressOptions& options() const { return options_; }
@@ -72,8 +90,15 @@ class Progress {
   /// Replaces the clock (seconds, monotonic). For tests.
   void set_clock(std::function<double()> now_seconds);
 
+  /// A wall-clock budget of `seconds` (> 0; 0: none) from creation (or set_clock()); see
+  /// the file comment. Throws mona::Error if negative or not finite.
+  void set_time_budget(double seconds);
+
   /// Reports that `step` steps are done, with the current loss and throughput.
   void update(int64_t step, double loss, double tokens_per_second);
+
+  /// Reports that `done` items (options().unit) are done: the counting display.
+  void update_count(int64_t done);
 
   /// Ends the display (see the file comment). Further calls do nothing.
   void finish();
@@ -87,6 +112,7 @@ class Progress {
  private:
   std::string status_text(bool with_bar) const;
   void print(bool final);
+  void advance(int64_t step);
 
   int64_t total_;
   std::ostream& out_;
@@ -94,6 +120,8 @@ class Progress {
   ProgressOptions options_;
   std::function<double()> now_;
   double start_time_ = 0;
+  double time_budget_ = 0;
+  bool counting_ = false;
   bool started_ = false;
   int64_t first_step_ = 0;
   double first_time_ = 0;
