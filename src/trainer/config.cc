@@ -2,7 +2,9 @@
 #include "mona/train/config.h"
 
 #include <cmath>
+#include <ostream>
 #include <set>
+#include <thread>
 
 #include "mona/core/error.h"
 #include "mona/train/config_io.h"
@@ -13,9 +15,10 @@ namespace {
 // Reads the keys of one YAML mapping into typed fields, refusing unknown keys.
 class Section {
  public:
-  Section(const YAML::Node& node, std::string path, std::string source)
-      : node_(node), path_(std::move(path)), source_(std::move(source)) {
-    detail::check(!node_ || node_.IsNull() || node_.IsMap(), source_, ": ", path_,
+  Section(const YAML::Node& node, std::string path, std::string source,
+          const std::vector<std::string>& overrides)
+      : node_(node), path_(std::move(path)), source_(std::move(source)), overrides_(overrides) {
+    detail::check(!node_ || node_.IsNull() || node_.IsMap(), source_for(path_), ": ", path_,
                   ": expected a mapping of keys to values");
   }
   template <class T>
@@ -27,13 +30,14 @@ class Section {
     try {
       field = v.as<T>();
     } catch (const YAML::Exception&) {
-      detail::fail(source_, ": ", name(key), ": cannot read \"", YAML::Dump(v), "\" as ",
-                   type_name<T>());
+      detail::fail(source_for(name(key)), ": ", name(key), ": cannot read \"", YAML::Dump(v),
+                   "\" as ", type_name<T>());
     }
   }
   Section sub(const char* key) {
     known_.insert(key);
-    return Section(node_ && node_.IsMap() ? node_[key] : YAML::Node(), name(key), source_);
+    return Section(node_ && node_.IsMap() ? node_[key] : YAML::Node(), name(key), source_,
+                   overrides_);
   }
   /// Call after all get()/sub(): refuses keys nobody asked for.
   void finish() const {
@@ -43,7 +47,8 @@ class Section {
       if (!known_.count(k)) {
         std::string allowed;
         for (const auto& a : known_) allowed += (allowed.empty() ? "" : ", ") + a;
-        detail::fail(source_, ": unknown key \"", name(k.c_str()), "\" (known keys of ",
+        detail::fail(source_for(name(k.c_str())), ": unknown key \"", name(k.c_str()),
+                     "\" (known keys of ",
                      path_.empty() ? "the top level" : path_, ": ", allowed, ")");
       }
     }
@@ -51,6 +56,21 @@ class Section {
 
  private:
   std::string name(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+  // What to blame for `key` (dotted): the last override that set it, a key inside it or a
+  // map holding it ("--set a.b=1"), else the file.
+  std::string source_for(const std::string& key) const {
+    for (auto o = overrides_.rbegin(); o != overrides_.rend(); ++o) {
+      std::string k = o->substr(0, o->find('='));
+      k.erase(0, k.find_first_not_of(" \t"));
+      k.erase(k.find_last_not_of(" \t") + 1);
+      auto within = [](const std::string& inner, const std::string& outer) {
+        return inner == outer || (inner.size() > outer.size() &&
+                                  inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.');
+      };
+      if (!key.empty() && (within(key, k) || within(k, key))) return "--set " + *o;
+    }
+    return source_;
+  }
   template <class T>
   static const char* type_name() {
     if (std::is_same<T, bool>::value) return "a boolean";
@@ -61,14 +81,16 @@ class Section {
   }
   YAML::Node node_;
   std::string path_, source_;
+  const std::vector<std::string>& overrides_;
   std::set<std::string> known_;
 };
 
 }  // namespace
 
-Config config_from_yaml(const YAML::Node& root, const std::string& source) {
+Config config_from_yaml(const YAML::Node& root, const std::string& source,
+                        const std::vector<std::string>& overrides) {
   Config c;
-  Section top(root, "", source);
+  Section top(root, "", source, overrides);
   {
     Section d = top.sub("data");
     d.get("train", c.data.train);
@@ -230,7 +252,7 @@ YAML::Node config_to_yaml(const Config& c) {
 void Config::validate() const {
   const auto& r = train;
   detail::check(r.batch_size >= 1, "train.batch_size must be >= 1, got ", r.batch_size);
-  detail::check(r.threads >= 1, "train.threads must be >= 1, got ", r.threads);
+  usable_threads(r.threads, "train.threads", nullptr);  // >= 1 (clamped where it is used)
   detail::check(r.max_steps >= 0, "train.max_steps must be >= 0, got ", r.max_steps);
   detail::check(r.max_minutes >= 0, "train.max_minutes must be >= 0, got ", r.max_minutes);
   detail::check(r.eval_every >= 1, "train.eval_every must be >= 1, got ", r.eval_every);
@@ -269,9 +291,22 @@ void Config::validate() const {
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   YAML::Node root = load_yaml(path);
   for (const auto& o : overrides) apply_override(root, o);
-  Config c = config_from_yaml(root, path);
+  Config c = config_from_yaml(root, path, overrides);
   c.validate();
   return c;
+}
+
+int64_t usable_threads(int64_t requested, const std::string& what, std::ostream* notice) {
+  detail::check(requested >= 1, what, ": expected a number of threads >= 1, got ", requested);
+  const auto hardware = static_cast<int64_t>(std::thread::hardware_concurrency());  // 0: unknown
+  if (hardware > 0 && requested > hardware) {
+    if (notice) {
+      *notice << "mona: " << what << " = " << requested << " is more than this machine's "
+              << hardware << " hardware threads; using " << hardware << "\n";
+    }
+    return hardware;
+  }
+  return requested;
 }
 
 }  // namespace mona::train

@@ -23,6 +23,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -86,11 +87,21 @@ struct Config {
 };
 
 /// Reads a configuration; missing keys keep their defaults, unknown keys are errors.
-/// `source` names the file in messages.
-Config config_from_yaml(const YAML::Node& root, const std::string& source);
+/// `source` names the file in messages; `overrides` are the assignments ("a.b=value",
+/// config_io.h) applied to `root` after reading it, so that an error about a key one of them
+/// set (or created) names that assignment instead: "--set train.bogus=3: unknown key ...".
+Config config_from_yaml(const YAML::Node& root, const std::string& source,
+                        const std::vector<std::string>& overrides = {});
 /// The full effective configuration (every key, defaults included).
 YAML::Node config_to_yaml(const Config& config);
 /// load_yaml(path) + overrides ("a.b=value") + config_from_yaml.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// The thread count to use for `requested`, given as `what` (an option or configuration
+/// key, e.g. "--threads" or "train.threads"): below 1 throws mona::Error naming `what` and
+/// the value; above the machine's hardware threads (std::thread::hardware_concurrency(),
+/// when known) returns that number and, when `notice` is not null, writes one line to it
+/// saying so. The one check for mona's --threads and for train.threads.
+int64_t usable_threads(int64_t requested, const std::string& what, std::ostream* notice);
 
 }  // namespace mona::train
