@@ -36,8 +36,9 @@ index_js=$(bash scripts/fetch-cmudict.sh | tail -n 1)
 step "training MoChA (recipes/g2p-cmudict/demo.yaml)"
 extra=()
 for kv in ${DEMO_SET:-}; do extra+=(--set "$kv"); done
-# progress goes to stderr; the summary (stdout) is kept to read the training minutes
-train_out=$("$mona" train recipes/g2p-cmudict/demo.yaml --set "train.output_dir=$RUN_DIR" "${extra[@]}")
+# progress goes to stderr; the summary (stdout) is kept to read the training minutes;
+# --overwrite: `make demo` run again trains afresh in RUN_DIR (mona refuses to replace a run otherwise)
+train_out=$("$mona" train recipes/g2p-cmudict/demo.yaml --overwrite --set "train.output_dir=$RUN_DIR" "${extra[@]}")
 printf '%s\n' "$train_out"
 minutes=$(printf '%s\n' "$train_out" | sed -n 's/^trained [0-9]* steps in \([0-9.]*\) min.*/\1/p')
 ckpt="$RUN_DIR/best.ckpt"

@@ -20,7 +20,8 @@ letters "$src/test.tsv" 4 10 > "$dst/test_4_10.tsv"
 letters "$src/test.tsv" 11 1000 > "$dst/test_11_plus.tsv"
 names=(soft_uni mocha_w4 sagmm_tr)
 for n in "${names[@]}"; do
-  "$mona" train "recipes/g2p-cmudict/configs/length/$n.yaml" > "runs/g2p-length/$n.train.txt" 2>/dev/null &
+  # --overwrite: a second run of the script retrains (mona refuses to replace a run otherwise)
+  "$mona" train "recipes/g2p-cmudict/configs/length/$n.yaml" --overwrite > "runs/g2p-length/$n.train.txt" 2>/dev/null &
 done
 wait
 field() { printf '%s' "$1" | sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p"; }

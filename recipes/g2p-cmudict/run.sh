@@ -18,7 +18,8 @@ configs=("$@")
 
 train_one() {
   local name=$1
-  "$mona" train "recipes/g2p-cmudict/configs/$name.yaml" > "runs/g2p/$name.train.txt" 2> "runs/g2p/$name.progress.txt"
+  # --overwrite: running the recipe again retrains from scratch (mona refuses to replace a run otherwise)
+  "$mona" train "recipes/g2p-cmudict/configs/$name.yaml" --overwrite > "runs/g2p/$name.train.txt" 2> "runs/g2p/$name.progress.txt"
 }
 eval_one() {
   local name=$1 ckpt="runs/g2p/$1/best.ckpt"

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -76,6 +78,44 @@ std::shared_ptr<nn::Seq2Seq> build_model(Config& config, const data::Vocabulary&
   config.model.output_vocab = out.size();
   return std::make_shared<nn::Seq2Seq>(config.model);
 }
+
+// The keys under `node` as "prefix.key" -> value (one-line YAML).
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) flatten(kv.second, prefix + "." + kv.first.as<std::string>(), out);
+    return;
+  }
+  if (node.IsScalar()) {
+    out[prefix] = node.Scalar();
+    return;
+  }
+  YAML::Emitter e;
+  e.SetSeqFormat(YAML::Flow);
+  e.SetMapFormat(YAML::Flow);
+  e << node;
+  out[prefix] = e.c_str();
+}
+
+// Refuses a checkpoint whose model options (its configuration's `model` keys) differ from
+// `config`'s, naming every key that differs with both values.
+void check_model_options(const std::string& path, const std::string& checkpoint_config, const Config& config) {
+  const Config saved = config_from_yaml(parse_yaml(checkpoint_config, path + ":config"), path + ":config");
+  std::map<std::string, std::string> theirs, ours;
+  flatten(config_to_yaml(saved)["model"], "model", theirs);
+  flatten(config_to_yaml(config)["model"], "model", ours);
+  std::string diff;
+  int n = 0;
+  for (const auto& [key, value] : ours) {
+    const auto it = theirs.find(key);
+    const std::string saved_value = it == theirs.end() ? "(absent)" : it->second;
+    if (saved_value == value) continue;
+    diff += (n++ ? "; " : "") + key + ": " + saved_value + " in the checkpoint, " + value +
+            " in the configuration";
+  }
+  detail::check(n == 0, "checkpoint ", path, ": ", n == 1 ? "a model option differs" : "model options differ",
+                " from the configuration (a resumed run keeps its model): ", diff,
+                ". Resume with the checkpoint's values, or start a new run in another train.output_dir");
+}
 }  // namespace
 
 void CheckpointIO::save(const std::string& path, const Transducer& t,
@@ -142,6 +182,7 @@ RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
   open_archive(path, archive);
   RunState run;
   try {
+    check_model_options(path, read_string(archive, "meta/config"), t.config);
     t.step = read_int(archive, "meta/step");
     run.epoch = read_int(archive, "meta/epoch");
     run.position = read_int(archive, "meta/position");
@@ -205,7 +246,10 @@ std::vector<int64_t> stream_greedy(const stream::Recognizer& recognizer, const a
 }  // namespace
 
 EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
-                    const nn::SearchOptions& search, bool expected_attention, int64_t limit) {
+                    const nn::SearchOptions& search, bool expected_attention, int64_t limit,
+                    const EvalProgress& progress) {
+  detail::check(!sets.empty(), "evaluate: sets: expected at least one input to decode, got none");
+  detail::check(limit >= 0, "evaluate: limit: expected >= 0 (0: all), got ", limit);
   torch::NoGradGuard no_grad;
   t.model->eval();
   EvalResult r;
@@ -213,6 +257,14 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
   const auto t0 = std::chrono::steady_clock::now();
   // With a limit, an evenly spaced subset (files are often sorted, e.g. alphabetically).
   const size_t n = limit > 0 ? std::min<size_t>(sets.size(), static_cast<size_t>(limit)) : sets.size();
+  std::unique_ptr<Progress> bar;
+  if (progress.out) {
+    bar = std::make_unique<Progress>(static_cast<int64_t>(n), *progress.out, progress.is_tty);
+    ProgressOptions po = bar->options();
+    po.label = progress.label;
+    po.unit = "inputs";
+    bar->set_options(po);
+  }
   for (size_t q = 0; q < n; ++q) {
     const size_t k = n == sets.size() ? q : q * sets.size() / n;
     const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
@@ -227,7 +279,9 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
     }
     r.counts.add(score(t.output_vocab.decode(out), sets[k].references));
     ++r.inputs;
+    if (bar) bar->update_count(r.inputs);
   }
+  if (bar) bar->finish();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -320,12 +374,93 @@ void write_plots(const Transducer& t, const std::vector<data::Example>& examples
 Trainer::Trainer(Config config) : config_(std::move(config)) { config_.validate(); }
 
 TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
+  RunOptions options;
+  options.resume = resume;
+  options.progress_is_tty = Progress::stdout_is_tty();
+  return run(options, progress_out);
+}
+
+namespace {
+
+// The files of a run in `dir` that a fresh run would replace.
+std::vector<std::string> run_files(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const char* name : {"last.ckpt", "best.ckpt", "train.jsonl"}) {
+    if (fs::exists(fs::path(dir) / name)) found.emplace_back(name);
+  }
+  return found;
+}
+
+// Drops the records of the JSONL log at `path` whose "step" is past `step` (those a resumed
+// run writes again), and a last line cut short by a kill; rewrites the file atomically, and
+// only when something is dropped. Lines that are not JSON objects are kept as they are.
+void truncate_log(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  bool dropped = false;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {  // no newline: a record the kill interrupted
+      dropped = true;
+      break;
+    }
+    const std::string line = text.substr(pos, nl + 1 - pos);
+    pos = nl + 1;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line;
+  }
+  if (dropped) write_file_atomic(path, kept);
+}
+
+// Removes what a fresh run replaces in `dir`: the checkpoints and the step plots (the log is
+// restarted when it is opened).
+void remove_run(const std::string& dir) {
+  fs::remove(fs::path(dir) / "last.ckpt");
+  fs::remove(fs::path(dir) / "best.ckpt");
+  const fs::path plots = fs::path(dir) / "plots";
+  if (!fs::is_directory(plots)) return;
+  for (const auto& e : fs::directory_iterator(plots)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step", 0) == 0 && e.path().extension() == ".png") fs::remove(e.path());
+  }
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t k = 0; k < names.size(); ++k) s += (k ? ", " : "") + names[k];
+  return s;
+}
+
+}  // namespace
+
+TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) {
   Config& c = config_;
+  const bool resume = options.resume;
+  detail::check(!(options.resume && options.overwrite),
+                "resume and overwrite exclude each other (--resume continues the run in ",
+                c.train.output_dir, ", --overwrite replaces it)");
   detail::check(!c.data.train.empty(), "data.train: a training TSV file is required");
+  const std::string last_path = c.train.output_dir + "/last.ckpt";
+  const std::string best_path = c.train.output_dir + "/best.ckpt";
+  if (resume) {
+    detail::check(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
+  } else if (!options.overwrite) {
+    const auto found = run_files(c.train.output_dir);
+    detail::check(found.empty(), "train.output_dir ", c.train.output_dir, " holds a run (",
+                  join_names(found), "); continue it with --resume, choose another train.output_dir, or "
+                  "replace it with --overwrite");
+  }
   const auto t_start = std::chrono::steady_clock::now();
   auto minutes = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() / 60.0;
   };
+  c.train.threads = usable_threads(c.train.threads, "train.threads", &progress_out);
   torch::set_num_threads(static_cast<int>(c.train.threads));
   torch::manual_seed(c.train.seed);
 
@@ -351,17 +486,21 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
                                                     .betas({o.beta1, o.beta2})
                                                     .eps(o.eps)
                                                     .weight_decay(o.weight_decay));
-  fs::create_directories(c.train.output_dir);
-  const std::string last_path = c.train.output_dir + "/last.ckpt";
-  const std::string best_path = c.train.output_dir + "/best.ckpt";
   RunState run;
   if (resume) {  // before anything is written: a bad checkpoint changes nothing on disk
-    detail::check(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
     run = CheckpointIO::load_into(last_path, t, &adam);
   }
+  // Everything is checked: from here on the output directory changes.
+  fs::create_directories(c.train.output_dir);
+  if (options.overwrite) remove_run(c.train.output_dir);
+  const std::string log_path = c.train.output_dir + "/train.jsonl";
+  if (resume) truncate_log(log_path, t.step);
   save_yaml_atomic(c.train.output_dir + "/config.yaml", config_to_yaml(t.config));
-  JsonlLog log(c.train.output_dir + "/train.jsonl", /*append=*/resume);
-  Progress progress(c.train.max_steps, progress_out, Progress::stdout_is_tty());
+  JsonlLog log(log_path, /*append=*/resume);
+  Progress progress(c.train.max_steps, progress_out, options.progress_is_tty);
+  if (c.train.max_minutes > 0) {  // counted from the start of run(), as the loop counts it
+    progress.set_time_budget(std::max(1e-3, 60 * (c.train.max_minutes - minutes())));
+  }
   std::vector<data::Example> plot_examples(dev_examples.begin(),
                                            dev_examples.begin() + std::min<std::ptrdiff_t>(
                                                static_cast<std::ptrdiff_t>(dev_examples.size()),
@@ -380,7 +519,11 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
     if (!dev_sets.empty()) {
       nn::SearchOptions greedy = c.decode;
       greedy.beam = 0;
-      const EvalResult ev = evaluate(t, dev_sets, greedy, false, c.train.eval_limit);
+      EvalProgress shown;
+      shown.out = &progress_out;
+      shown.is_tty = options.progress_is_tty;
+      shown.label = "dev eval (step " + std::to_string(t.step) + ")";
+      const EvalResult ev = evaluate(t, dev_sets, greedy, false, c.train.eval_limit, shown);
       const double ter = ev.counts.token_error_rate();
       rec["dev_token_error_rate"] = ter;
       rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
@@ -411,7 +554,12 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
   double loss_sum = 0;
   int64_t loss_n = 0;
   std::vector<std::vector<size_t>> batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
+  int stopped = 0;
   while (t.step < c.train.max_steps) {
+    if (options.stop && *options.stop != 0) {
+      stopped = static_cast<int>(*options.stop);
+      break;
+    }
     if (c.train.max_minutes > 0 && minutes() >= c.train.max_minutes) break;
     if (run.position >= static_cast<int64_t>(batches.size())) {
       ++run.epoch;
@@ -466,6 +614,15 @@ TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
     }
   }
   progress.finish();
+  if (stopped != 0) {  // asked to stop: keep the state reached, nothing else
+    CheckpointIO::save(last_path, t, &adam, run);
+    log.write({{"event", "stopped"}, {"step", t.step}, {"minutes", minutes()}});
+    result.stopped = stopped;
+    result.steps = t.step;
+    result.minutes = minutes();
+    result.best_token_error_rate = run.best_ter;
+    return result;
+  }
   if (t.step % c.train.eval_every != 0 || t.step == 0) evaluate_and_save();
   if (!plot_examples.empty()) write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
   result.steps = t.step;

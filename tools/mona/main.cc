@@ -4,6 +4,10 @@
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -104,22 +108,81 @@ mona::nn::SearchOptions search_options(const Transducer& t, int64_t beam) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// Options that count something (--beam, --limit): integers >= 0.
+const CLI::Validator kNonNegative(
+    [](std::string& value) -> std::string {
+      try {
+        size_t used = 0;
+        const long long v = std::stoll(value, &used);
+        if (used == value.size() && v >= 0) return "";
+      } catch (const std::exception&) {
+      }
+      return "expected an integer >= 0, got " + value;
+    },
+    "INT >= 0");
+
+// SIGINT / SIGTERM during training: the first asks the trainer to save last.ckpt and stop
+// (it polls the flag between steps); the handler then restores the default action, so a
+// second signal ends the process at once. A signal ignored when mona started (e.g. SIGINT
+// for a background job of a script) stays ignored.
+volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_handled_int = 0, g_handled_term = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  static const char msg[] =
+      "\nmona: stopping: saving the run after this step (signal again to end at once)\n";
+  const ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  if (g_handled_int) sigaction(SIGINT, &dfl, nullptr);
+  if (g_handled_term) sigaction(SIGTERM, &dfl, nullptr);
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+    (sig == SIGINT ? g_handled_int : g_handled_term) = 1;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mona: monotonic attention sequence-to-sequence models: train, evaluate, decode, stream"};
   app.require_subcommand(1);
-  int threads = 0;
-  app.add_option("--threads", threads, "intra-op threads (default: the config's, or 2)");
+  int64_t threads = 0;
+  auto* threads_opt = app.add_option(
+      "--threads", threads,
+      "intra-op threads, >= 1; more than the machine's hardware threads are clamped to them "
+      "(default: the config's, or 2)");
 
   // train
   auto* train = app.add_subcommand("train", "train a model from a YAML configuration");
   std::string config_path;
   std::vector<std::string> overrides;
-  bool resume = false;
+  bool resume = false, overwrite = false;
   train->add_option("CONFIG", config_path, "YAML configuration file")->required()->check(CLI::ExistingFile);
   train->add_option("--set", overrides, "override a setting: key.path=value (repeatable)");
-  train->add_flag("--resume", resume, "continue from OUTPUT_DIR/last.ckpt");
+  auto* resume_opt = train->add_flag(
+      "--resume", resume, "continue from OUTPUT_DIR/last.ckpt (the model options must be the checkpoint's)");
+  train->add_flag("--overwrite", overwrite,
+                  "start afresh in an OUTPUT_DIR that holds a run, replacing its checkpoints, log and plots "
+                  "(without it, or --resume, such a directory is refused)")
+      ->excludes(resume_opt);
 
   // eval
   auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
@@ -128,8 +191,8 @@ int main(int argc, char** argv) {
   bool expected = false, as_json = false;
   eval->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
   eval->add_option("DATA", data_path, "TSV file: input tokens <TAB> output tokens")->required()->check(CLI::ExistingFile);
-  eval->add_option("--beam", beam, "beam width (0: greedy; default: the checkpoint's decode.beam)");
-  eval->add_option("--limit", limit, "decode at most N inputs (0: all)");
+  eval->add_option("--beam", beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
+  eval->add_option("--limit", limit, "decode at most N inputs (0: all)")->check(kNonNegative);
   eval->add_flag("--expected", expected, "decode with the soft expected alignment instead of hard online attention");
   eval->add_flag("--json", as_json, "print one JSON object");
 
@@ -139,7 +202,7 @@ int main(int argc, char** argv) {
   std::string split = "auto";
   decode->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
   decode->add_option("INPUT", inputs, "inputs (none or '-': read lines from stdin)");
-  decode->add_option("--beam", beam, "beam width (0: greedy)");
+  decode->add_option("--beam", beam, "beam width (0: greedy)")->check(kNonNegative);
   decode->add_flag("--expected", expected, "decode with the soft expected alignment");
   decode->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
 
@@ -154,7 +217,8 @@ int main(int argc, char** argv) {
   std::string plot_input, reference, output = "alignment.png";
   plot->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
   plot->add_option("INPUT", plot_input, "input")->required();
-  plot->add_option("--reference", reference, "output tokens to force (default: the model's own decoding)");
+  plot->add_option("--reference", reference,
+                   "output tokens to force, all in the model's output vocabulary (default: the model's own decoding)");
   plot->add_option("--output,-o", output, "PNG file to write");
   plot->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
 
@@ -165,17 +229,40 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {  // one line: what is wrong, and where to look
-    std::cerr << "mona: error: " << first_line(e.what()) << " (see mona --help)\n";
+    std::string what = first_line(e.what());
+    if (app.get_subcommands().empty()) {  // a first word that is no subcommand: say so
+      for (const auto& word : app.remaining()) {
+        if (word.empty() || word[0] == '-') continue;
+        std::string names;
+        for (const auto* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+        what = "unknown subcommand '" + word + "' (expected one of: " + names + ")";
+        break;
+      }
+    }
+    std::cerr << "mona: error: " << what << " (see mona --help)\n";
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   }
 
   try {
-    if (threads > 0) torch::set_num_threads(threads);
+    if (threads_opt->count() > 0) threads = mona::train::usable_threads(threads, "--threads", &std::cerr);
+    if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
     if (*train) {
       mona::train::Config c = mona::train::load_config(config_path, overrides);
       if (threads > 0) c.train.threads = threads;
       mona::train::Trainer trainer(c);
-      const auto r = trainer.run(resume, std::cerr);
+      mona::train::RunOptions options;
+      options.resume = resume;
+      options.overwrite = overwrite;
+      options.progress_is_tty = mona::train::Progress::stderr_is_tty();
+      options.stop = &g_stop_signal;
+      install_stop_handlers();
+      const auto r = trainer.run(options, std::cerr);
+      if (r.stopped != 0) {
+        std::cerr << "mona: interrupted by " << signal_name(r.stopped) << " at step " << r.steps
+                  << ": the run is saved in " << r.last_checkpoint
+                  << "; continue it with the same command and --resume\n";
+        return 128 + r.stopped;
+      }
       std::cout << "trained " << r.steps << " steps in " << r.minutes << " min"
                 << (r.early_stopped ? " (early stop)" : "") << "; best dev token error rate "
                 << r.best_token_error_rate << "\nbest checkpoint: " << r.best_checkpoint
@@ -186,8 +273,13 @@ int main(int argc, char** argv) {
     const Transducer t = Transducer::load(ckpt);
     if (*eval) {
       const auto sets = mona::data::group_references(mona::data::read_tsv(data_path));
+      mona::detail::check(!sets.empty(), "DATA: ", data_path,
+                          " holds no examples (expected lines \"input tokens<TAB>output tokens\")");
       const auto search = search_options(t, beam);
-      const auto r = mona::train::evaluate(t, sets, search, expected, limit);
+      mona::train::EvalProgress shown;  // on stderr: stdout holds the result
+      shown.out = &std::cerr;
+      shown.is_tty = mona::train::Progress::stderr_is_tty();
+      const auto r = mona::train::evaluate(t, sets, search, expected, limit, shown);
       // latency is measured for greedy online decoding only (see EvalResult::latency)
       const bool greedy_online = !expected && search.beam == 0;
       if (as_json) {
@@ -275,6 +367,13 @@ int main(int argc, char** argv) {
       mona::detail::check(!line.empty(), "plot: INPUT is empty");
       if (!encode_line(t, line, split, tokens, ids)) return 1;
       std::vector<std::string> ref = mona::data::tokenize(reference);
+      const auto unknown = t.output_vocab.unknown_symbols(ref);
+      if (!unknown.empty()) {
+        std::vector<std::string> quoted;
+        for (const auto& u : unknown) quoted.push_back("'" + u + "'");
+        mona::detail::fail("--reference \"", reference, "\": ", unknown.size() == 1 ? "a token" : "tokens",
+                           " outside the model's output vocabulary: ", join(quoted, ", "));
+      }
       if (ref.empty()) {
         mona::stream::Recognizer rec(t.model, search_options(t, 0));
         ref = t.decode_output(rec.recognize(torch::tensor(ids, torch::kLong)).tokens);

@@ -20,11 +20,23 @@
 // `patience` evaluations without improvement. With the same seed and thread count a run is
 // deterministic, and a run resumed from `last.ckpt` continues exactly as if uninterrupted.
 //
+// Output directory: a fresh run refuses a train.output_dir that already holds a run
+// (last.ckpt, best.ckpt or train.jsonl), changing nothing, unless told to resume it or to
+// overwrite it (RunOptions). A resumed run first checks that the configuration's model
+// options (every `model` key) equal the checkpoint's and refuses, naming each key that
+// differs with both values, before anything is written; it then drops the records of
+// train.jsonl past the checkpoint's step (rewritten atomically), so each step is logged
+// once however often the run was killed and resumed. A stop request (RunOptions::stop,
+// mona's SIGINT/SIGTERM) is honoured between steps: `last.ckpt` is saved at the step reached
+// (atomically, as always) and run() returns with TrainResult::stopped set.
+//
 // Symbol-sequence data (TSV, mona/data/dataset.h) only: feature-frame models are built and
 // streamed through mona/nn and mona/stream directly.
 #pragma once
 
+#include <csignal>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -70,12 +82,22 @@ struct EvalResult {
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
 };
 
+/// Where evaluate() shows its progress (mona/train/log.h, counting display, one update per
+/// input): nowhere when `out` is null.
+struct EvalProgress {
+  std::ostream* out = nullptr;
+  bool is_tty = false;         ///< a bar redrawn in place; otherwise plain lines
+  std::string label = "eval";  ///< printed before the count
+};
+
 /// Decodes every input of `sets` (or `limit` of them, evenly spaced, 0 = all) and scores it against its
 /// references. `expected_attention` decodes with the soft expected alignment instead of
-/// the online hard attention. Inputs with unknown symbols are mapped to <unk>.
+/// the online hard attention. Inputs with unknown symbols are mapped to <unk>. Throws
+/// mona::Error when `sets` is empty or `limit` is negative (an error rate of nothing is no
+/// result).
 EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention = false,
-                    int64_t limit = 0);
+                    int64_t limit = 0, const EvalProgress& progress = {});
 
 /// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is
 /// the memory length (T + 1 when the model appends </s>).
@@ -92,14 +114,36 @@ struct TrainResult {
   double best_token_error_rate = 0;
   std::string best_checkpoint, last_checkpoint;
   bool early_stopped = false;
+  /// Non-zero when RunOptions::stop ended the run early: the value it held (mona: the
+  /// signal number). last_checkpoint then holds the state at `steps`.
+  int stopped = 0;
+};
+
+/// How Trainer::run starts, shows progress and stops (see the header comment).
+struct RunOptions {
+  /// Continue from output_dir/last.ckpt (its model options must equal the configuration's).
+  bool resume = false;
+  /// Start afresh in an output_dir that holds a run: its last.ckpt, best.ckpt and plots are
+  /// removed and train.jsonl restarted. Excludes `resume`.
+  bool overwrite = false;
+  /// Progress (training, and each dev evaluation) as a bar redrawn in place; otherwise plain
+  /// lines.
+  bool progress_is_tty = false;
+  /// Polled before every step; when it holds a non-zero value the run saves last.ckpt at the
+  /// step reached and returns with TrainResult::stopped set to it. Null: never stops early.
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 /// A training run (see the header comment).
 class Trainer {
  public:
   explicit Trainer(Config config);
-  /// Trains; with `resume`, continues from output_dir/last.ckpt. Progress goes to
-  /// `progress_out` (a bar on a terminal, plain lines otherwise).
+  /// Trains (see RunOptions). Progress and notices (e.g. a thread count clamped to the
+  /// machine's) go to `progress_out`. Throws mona::Error, with nothing on disk changed, when
+  /// the output directory holds a run and neither resume nor overwrite is set, or when the
+  /// checkpoint to resume does not match the configuration.
+  TrainResult run(const RunOptions& options, std::ostream& progress_out);
+  /// run({resume}, progress_out) with a bar when standard output is a terminal.
   TrainResult run(bool resume, std::ostream& progress_out);
 
  private:
@@ -116,7 +160,9 @@ class CheckpointIO {
  public:
   static void save(const std::string& path, const Transducer& t, const torch::optim::Optimizer* optimizer,
                    const RunState& run);
-  /// Loads into an existing model/optimizer (resumption).
+  /// Loads into an existing model/optimizer (resumption). Throws mona::Error naming the file
+  /// when its model options (the `model` keys of its configuration) differ from t.config's,
+  /// listing each differing key with both values, or its vocabularies differ from t's.
   static RunState load_into(const std::string& path, Transducer& t, torch::optim::Optimizer* optimizer);
 };
 
