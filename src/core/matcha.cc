@@ -9,7 +9,8 @@
 #include "targets.h"
 #include "validate.h"
 
-namespace mona::core {
+// The kernels of this compilation's target (targets.h).
+MONA_TARGET_BEGIN
 namespace {
 
 // Downward sweep step k < l for a fixed chunk end l: folds u[k] into the running max M and
@@ -31,7 +32,6 @@ inline void fold_down(T uk, T& M, T& E, T& c) {
 
 // One valid row of the forward pass over n >= 1 entries. Scratch: E, c, x, each [n].
 template <class T>
-MONA_KERNEL_TARGETS
 void row_forward(int64_t n, const T* a, const T* p, const T* u, T* beta, T* E, T* c, T* x) {
   std::fill(beta, beta + n, T(0));
   for (int64_t l = 0; l < n; ++l) {
@@ -58,7 +58,6 @@ void row_forward(int64_t n, const T* a, const T* p, const T* u, T* beta, T* E, T
 // One valid row of the backward pass over n >= 1 entries. Scratch: Pi, G, E, c, xg, each
 // [n]. Writes ga = dL/da, gp = dL/dp, gu = dL/du over [0, n).
 template <class T>
-MONA_KERNEL_TARGETS
 void row_backward(int64_t n, const T* g, const T* a, const T* p, const T* u, const T* beta,
                   T* ga, T* gp, T* gu, T* Pi, T* G, T* E, T* c, T* xg) {
   std::fill(ga, ga + n, T(0));
@@ -118,7 +117,6 @@ void check_ptr(const void* ptr, const char* kernel, const char* name) {
 }  // namespace
 
 template <class T>
-MONA_KERNEL_TARGETS
 void matcha_chunkwise(const T* alpha_prev, const T* p, const T* u, T* beta, const Grid& grid) {
   const char* kName = "matcha_chunkwise";
   grid.validate(kName);
@@ -151,7 +149,6 @@ void matcha_chunkwise(const T* alpha_prev, const T* p, const T* u, T* beta, cons
 }
 
 template <class T>
-MONA_KERNEL_TARGETS
 void matcha_chunkwise_backward(const T* grad_beta, const T* alpha_prev, const T* p,
                                const T* u, const T* beta, T* grad_alpha_prev, T* grad_p,
                                T* grad_u, const Grid& grid) {
@@ -204,6 +201,31 @@ void matcha_chunkwise_backward(const T* grad_beta, const T* alpha_prev, const T*
                                              const T*, T*, T*, T*, const Grid&);
 MONA_INSTANTIATE(float)
 MONA_INSTANTIATE(double)
-#undef MONA_INSTANTIATE
+MONA_TARGET_END
+
+#if MONA_TARGET_ENTRY_POINTS
+// The public entry points, compiled once: each runs the selected target's kernel.
+#define MONA_DECLARE_TARGET target_v3
+#include "target_kernels.h"
+#undef MONA_DECLARE_TARGET
+
+namespace mona::core {
+
+template <class T>
+void matcha_chunkwise(const T* alpha_prev, const T* p, const T* u, T* beta, const Grid& grid) {
+  MONA_TARGET_DISPATCH(matcha_chunkwise<T>, alpha_prev, p, u, beta, grid);
+}
+
+template <class T>
+void matcha_chunkwise_backward(const T* grad_beta, const T* alpha_prev, const T* p,
+                               const T* u, const T* beta, T* grad_alpha_prev, T* grad_p,
+                               T* grad_u, const Grid& grid) {
+  MONA_TARGET_DISPATCH(matcha_chunkwise_backward<T>, grad_beta, alpha_prev, p, u, beta,
+                       grad_alpha_prev, grad_p, grad_u, grid);
+}
+
+MONA_INSTANTIATE(float)
+MONA_INSTANTIATE(double)
 
 }  // namespace mona::core
+#endif  // MONA_TARGET_ENTRY_POINTS

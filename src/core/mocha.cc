@@ -16,7 +16,8 @@
 #include "validate.h"
 #include "vexp.h"
 
-namespace mona::core {
+// The kernels of this compilation's target (targets.h).
+MONA_TARGET_BEGIN
 namespace {
 
 int max_threads() {
@@ -45,9 +46,7 @@ int thread_id() {
 // k < o, where chunk(k) has fewer than w entries). Every loop below then runs over k with
 // a fixed o, elementwise over shifted arrays, and vectorises, exponentials included
 // (exp_nonpositive, vexp.h); a row costs w exponentials per entry, as many as the chunks
-// an entry belongs to, all in SIMD. `w` is already clamped to [1, n]. The per-row helpers
-// carry MONA_KERNEL_TARGETS themselves (targets.h): a function the compiler does not
-// inline into a cloned kernel is compiled for the baseline only.
+// an entry belongs to, all in SIMD. `w` is already clamped to [1, n].
 template <class T>
 struct RowScratch {
   T* mx;  // [n] chunk maxima
@@ -56,7 +55,6 @@ struct RowScratch {
 };
 
 template <class T>
-MONA_KERNEL_TARGETS
 void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
   T* mx = s.mx;
   std::copy(u, u + n, mx);
@@ -72,7 +70,6 @@ void chunk_weights(int64_t n, int64_t w, const T* u, const RowScratch<T>& s) {
 
 // S[k] = sum_o X[o][k], summed from the chunk's first entry (o = w-1) to its last (o = 0).
 template <class T>
-MONA_KERNEL_TARGETS
 void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
   std::copy(s.X + (w - 1) * n, s.X + w * n, S);
   for (int64_t o = w - 2; o >= 0; --o) {
@@ -84,7 +81,6 @@ void chunk_sums(int64_t n, int64_t w, const RowScratch<T>& s, T* S) {
 // Forward for one row of n valid entries:
 //   beta[j] = sum_{k=j}^{j+w-1} (alpha[k] / S[k]) X[k-j][k],  added in increasing k.
 template <class T>
-MONA_KERNEL_TARGETS
 void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
                  const RowScratch<T>& s) {
   chunk_weights(n, w, u, s);
@@ -103,7 +99,6 @@ void row_forward(int64_t n, int64_t w, const T* alpha, const T* u, T* beta,
 //   ga[k] = sum_{j in chunk(k)} g[j] w_k[j]
 //   gu[m] = sum_{k: m in chunk(k)} alpha[k] w_k[m] (g[m] - ga[k])
 template <class T>
-MONA_KERNEL_TARGETS
 void row_backward(int64_t n, int64_t w, const T* g, const T* alpha, const T* u, T* ga,
                   T* gu, const RowScratch<T>& s) {
   chunk_weights(n, w, u, s);
@@ -152,7 +147,6 @@ void check_w(int64_t w, const char* kernel) {
 }  // namespace
 
 template <class T>
-MONA_KERNEL_TARGETS
 void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int64_t w) {
   const char* kName = "mocha_chunkwise";
   check_w(w, kName);
@@ -186,7 +180,6 @@ void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int6
 }
 
 template <class T>
-MONA_KERNEL_TARGETS
 void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T* grad_alpha,
                               T* grad_u, const Grid& grid, int64_t w) {
   const char* kName = "mocha_chunkwise_backward";
@@ -232,6 +225,30 @@ void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T*
                                             const Grid&, int64_t);
 MONA_INSTANTIATE(float)
 MONA_INSTANTIATE(double)
-#undef MONA_INSTANTIATE
+MONA_TARGET_END
+
+#if MONA_TARGET_ENTRY_POINTS
+// The public entry points, compiled once: each runs the selected target's kernel.
+#define MONA_DECLARE_TARGET target_v3
+#include "target_kernels.h"
+#undef MONA_DECLARE_TARGET
+
+namespace mona::core {
+
+template <class T>
+void mocha_chunkwise(const T* alpha, const T* u, T* beta, const Grid& grid, int64_t w) {
+  MONA_TARGET_DISPATCH(mocha_chunkwise<T>, alpha, u, beta, grid, w);
+}
+
+template <class T>
+void mocha_chunkwise_backward(const T* grad_beta, const T* alpha, const T* u, T* grad_alpha,
+                              T* grad_u, const Grid& grid, int64_t w) {
+  MONA_TARGET_DISPATCH(mocha_chunkwise_backward<T>, grad_beta, alpha, u, grad_alpha, grad_u,
+                       grid, w);
+}
+
+MONA_INSTANTIATE(float)
+MONA_INSTANTIATE(double)
 
 }  // namespace mona::core
+#endif  // MONA_TARGET_ENTRY_POINTS

@@ -10,7 +10,8 @@
 #include "targets.h"
 #include "validate.h"
 
-namespace mona::core {
+// The kernels of this compilation's target (targets.h).
+MONA_TARGET_BEGIN
 namespace {
 
 // The recurrences q and gq run along a whole row, so their rounding errors add up over T
@@ -126,7 +127,6 @@ void check_ptr(const void* ptr, const char* kernel, const char* name) {
 }  // namespace
 
 template <class T>
-MONA_KERNEL_TARGETS
 void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid& grid) {
   const char* kName = "monotonic_alignment";
   grid.validate(kName);
@@ -164,7 +164,6 @@ void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid&
 }
 
 template <class T>
-MONA_KERNEL_TARGETS
 void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>* alpha0,
                                   const T* alpha, T* grad_p, Opt<T>* grad_alpha0,
                                   const Grid& grid) {
@@ -213,7 +212,6 @@ void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>*
 }
 
 template <class T>
-MONA_KERNEL_TARGETS
 void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t batch,
                               int64_t in_len, const int64_t* in_lens) {
   const char* kName = "monotonic_alignment_step";
@@ -235,7 +233,6 @@ void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t
 }
 
 template <class T>
-MONA_KERNEL_TARGETS
 void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T* alpha_prev,
                                        T* grad_p, T* grad_alpha_prev, int64_t batch,
                                        int64_t in_len, const int64_t* in_lens) {
@@ -272,6 +269,45 @@ void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T*
                                                      T*, int64_t, int64_t, const int64_t*);
 MONA_INSTANTIATE(float)
 MONA_INSTANTIATE(double)
-#undef MONA_INSTANTIATE
+MONA_TARGET_END
+
+#if MONA_TARGET_ENTRY_POINTS
+// The public entry points, compiled once: each runs the selected target's kernel.
+#define MONA_DECLARE_TARGET target_v3
+#include "target_kernels.h"
+#undef MONA_DECLARE_TARGET
+
+namespace mona::core {
+
+template <class T>
+void monotonic_alignment(const T* p, const Opt<T>* alpha0, T* alpha, const Grid& grid) {
+  MONA_TARGET_DISPATCH(monotonic_alignment<T>, p, alpha0, alpha, grid);
+}
+
+template <class T>
+void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>* alpha0,
+                                  const T* alpha, T* grad_p, Opt<T>* grad_alpha0,
+                                  const Grid& grid) {
+  MONA_TARGET_DISPATCH(monotonic_alignment_backward<T>, grad_alpha, p, alpha0, alpha, grad_p,
+                       grad_alpha0, grid);
+}
+
+template <class T>
+void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t batch,
+                              int64_t in_len, const int64_t* in_lens) {
+  MONA_TARGET_DISPATCH(monotonic_alignment_step<T>, p, alpha_prev, alpha, batch, in_len, in_lens);
+}
+
+template <class T>
+void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T* alpha_prev,
+                                       T* grad_p, T* grad_alpha_prev, int64_t batch,
+                                       int64_t in_len, const int64_t* in_lens) {
+  MONA_TARGET_DISPATCH(monotonic_alignment_step_backward<T>, grad_alpha, p, alpha_prev, grad_p,
+                       grad_alpha_prev, batch, in_len, in_lens);
+}
+
+MONA_INSTANTIATE(float)
+MONA_INSTANTIATE(double)
 
 }  // namespace mona::core
+#endif  // MONA_TARGET_ENTRY_POINTS

@@ -6,13 +6,11 @@
 #include <cstdint>
 
 #include "mona/core/grid.h"
-#include "targets.h"
 
 namespace mona::core::detail {
 
 /// Checks every valid entry of a [B, U, T] tensor x (padding is not read) with `ok`.
 template <class T, class Ok>
-MONA_KERNEL_TARGETS
 void check_values(const char* kernel, const char* name, const T* x, const Grid& g,
                   const char* expected, Ok ok) {
   for (int64_t b = 0; b < g.batch; ++b) {

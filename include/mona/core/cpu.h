@@ -1,13 +1,22 @@
-// Which compiled version of the core kernels runs on this machine.
+// Which compiled version of the hot core kernels runs on this machine.
 #pragma once
 
 namespace mona::core {
 
-/// The instruction set the core kernels use on this CPU: "x86-64-v3 (AVX2, FMA)" when the
-/// library was built with kernel clones (CMake option MONA_KERNEL_CLONES, on by default;
-/// off in sanitizer builds) and the CPU supports x86-64-v3, else "baseline". The choice
-/// is made once, when the program loads (src/core/targets.h). Results of the two versions
-/// differ only by rounding (fused multiply-adds). Never throws.
+/// The instruction set the hot kernels (monotonic.h, mocha.h, matcha.h) run with:
+/// "x86-64-v3 (AVX2, FMA)" or "baseline" (x86-64 with SSE2).
+///
+/// The library compiles those kernels for the baseline and, with the CMake option
+/// MONA_KERNEL_CLONES (on by default, x86-64 with GCC or Clang), also for x86-64-v3. At the
+/// first kernel call the best version the CPU runs is chosen, unless the environment
+/// variable MONA_KERNEL_TARGET names one: "baseline" or "x86-64-v3" (an empty value counts
+/// as unset). `make test` uses it to run the core suites on the baseline kernels on any
+/// machine, so that an assertion that holds only for one version fails on the developer's
+/// own machine. The versions differ only by rounding (fused multiply-adds).
+///
+/// Throws mona::Error, naming the variable and its value, when MONA_KERNEL_TARGET is not
+/// one of those names or names a version this CPU or this build cannot run; the kernels
+/// then throw the same error at every call.
 const char* kernel_target();
 
 }  // namespace mona::core
