@@ -263,10 +263,15 @@ void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
   TORCH_CHECK(!memory.finished(), fn, ": the stream's input is already finished; reset() it");
   if (f.size(0) == 0) return;
   torch::NoGradGuard no_grad;
-  at::Tensor k = main_energy().keys(f);
-  at::Tensor ck;
-  if (Energy* c = chunk_energy()) ck = c->keys(f);
-  memory.append(f, k, ck);
+  // One entry at a time: a matrix product's rounding can depend on how many rows it gets
+  // (a one-row product and a many-row one take different BLAS kernels on some CPUs), and an
+  // entry's keys must not depend on how the input was split into accept() calls, so that
+  // streaming and offline decoding are the same arithmetic on every CPU.
+  Energy* chunk = chunk_energy();
+  for (int64_t r = 0; r < f.size(0); ++r) {
+    const at::Tensor row = f.narrow(0, r, 1);
+    memory.append(row, main_energy().keys(row), chunk ? chunk->keys(row) : at::Tensor());
+  }
 }
 
 namespace {

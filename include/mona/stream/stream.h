@@ -11,9 +11,13 @@
 //   StreamResult r = recognizer.result(*stream);   // tokens, and where each was emitted
 //
 // Offline decoding is exactly this sequence with all input accepted at once
-// (Recognizer::recognize): one code path. Because the encoder consumes one element at a
-// time and the search never recomputes a decision, the result does not depend on how the
-// input is split into accept() calls.
+// (Recognizer::recognize): one code path. The result does not depend on how the input is
+// split into accept() calls, bit for bit (tokens, positions and score), on every CPU and
+// BLAS: the encoder consumes one element at a time, each memory entry's attention keys
+// are computed from that entry alone (Attention::extend), so every floating-point
+// operation is the same whatever the split, and the search never recomputes a decision.
+// (The batched training computation, Seq2Seq::loss and Encoder::forward, is other
+// arithmetic: it agrees with the streamed one to float rounding, not bit for bit.)
 //
 // Emission positions: for each output token, the memory entry its attention chose
 // (t_i; the last entry of the chunk for MoChA / MAtChA) and the input position it
