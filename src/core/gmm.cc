@@ -74,7 +74,7 @@ void check_inputs(const char* kName, const T* mu, const T* variance, const T* we
   detail::check_values(kName, "variance", variance, hg, "finite values > 0",
                        [](T v) { return v > T(0) && std::isfinite(v); });
   if (weights) detail::check_nonnegative(kName, "weights", weights, hg);
-  const Grid rg = detail::rows_grid(grid.batch, grid.in_len, grid.in_lens);
+  const detail::ValueGrid rg = detail::rows_grid(grid.batch, grid.in_len, grid.in_lens);
   if (nu) detail::check_finite(kName, "nu", nu, rg);
   if (delta) detail::check_nonnegative(kName, "delta", delta, rg);
 }

@@ -177,6 +177,12 @@ void monotonic_alignment_backward(const T* grad_alpha, const T* p, const Opt<T>*
   }
   detail::check_probabilities(kName, "p", p, grid);
   detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
+  // The saved forward values, like every kernel's: a NaN here would become NaN gradients.
+  detail::check_nonnegative(kName, "alpha", alpha, grid);
+  if (alpha0) {
+    detail::check_nonnegative(kName, "alpha0",
+                              alpha0, detail::rows_grid(grid.batch, grid.in_len, grid.in_lens));
+  }
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
   std::vector<T> delta(static_cast<size_t>(std::max<int64_t>(Tn, 1)), T(0));
   delta[0] = T(1);
@@ -215,7 +221,7 @@ template <class T>
 void monotonic_alignment_step(const T* p, const T* alpha_prev, T* alpha, int64_t batch,
                               int64_t in_len, const int64_t* in_lens) {
   const char* kName = "monotonic_alignment_step";
-  const Grid grid = detail::rows_grid(batch, in_len, in_lens);
+  const detail::ValueGrid grid = detail::rows_grid(batch, in_len, in_lens);
   grid.validate(kName);
   if (grid.numel() > 0) {
     check_ptr(p, kName, "p");
@@ -237,7 +243,7 @@ void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T*
                                        T* grad_p, T* grad_alpha_prev, int64_t batch,
                                        int64_t in_len, const int64_t* in_lens) {
   const char* kName = "monotonic_alignment_step_backward";
-  const Grid grid = detail::rows_grid(batch, in_len, in_lens);
+  const detail::ValueGrid grid = detail::rows_grid(batch, in_len, in_lens);
   grid.validate(kName);
   if (grid.numel() > 0) {
     check_ptr(grad_alpha, kName, "grad_alpha");
@@ -248,6 +254,7 @@ void monotonic_alignment_step_backward(const T* grad_alpha, const T* p, const T*
   }
   detail::check_probabilities(kName, "p", p, grid);
   detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
+  detail::check_nonnegative(kName, "alpha_prev", alpha_prev, grid);
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(batch, double(batch) * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t Tb = grid.T_of(b), off = b * in_len;

@@ -1,17 +1,28 @@
 // Internal: value checks shared by the core kernels. Each throws mona::Error naming the
-// kernel, the argument, the offending value and its [b, i, j] index.
+// kernel, the argument, the offending value and its index in the tensor's own rank.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 
 #include "mona/core/grid.h"
 
 namespace mona::core::detail {
 
-/// Checks every valid entry of a [B, U, T] tensor x (padding is not read) with `ok`.
+/// A grid with the rank of the tensor it describes, so that an error names an entry with
+/// as many indices as the tensor has: [b, i, j] for [B, U, T] (any Grid), [b, j] for
+/// [B, T] (rows_grid), [j] for [B] (vector_grid).
+struct ValueGrid : Grid {
+  /// Implicit: a plain Grid describes a [B, U, T] tensor.
+  ValueGrid(const Grid& g, int rank_ = 3) : Grid(g), rank(rank_) {}
+  int rank;
+};
+
+/// Checks every valid entry of the tensor x that `g` describes (padding is not read) with
+/// `ok`; the error gives the first entry that fails, as a value of its own type.
 template <class T, class Ok>
-void check_values(const char* kernel, const char* name, const T* x, const Grid& g,
+void check_values(const char* kernel, const char* name, const T* x, const ValueGrid& g,
                   const char* expected, Ok ok) {
   for (int64_t b = 0; b < g.batch; ++b) {
     const int64_t U = g.U_of(b), Tb = g.T_of(b);
@@ -24,10 +35,13 @@ void check_values(const char* kernel, const char* name, const T* x, const Grid& 
       for (int64_t j = 0; j < Tb; ++j) bad |= !ok(row[j]);
       if (!bad) continue;
       for (int64_t j = 0; j < Tb; ++j) {
-        if (!ok(row[j])) {
-          mona::detail::fail(kernel, ": ", name, ": expected ", expected, ", got ",
-                             static_cast<double>(row[j]), " at [", b, ", ", i, ", ", j, "]");
-        }
+        if (ok(row[j])) continue;
+        std::ostringstream at;
+        if (g.rank == 3) at << "[" << b << ", " << i << ", " << j << "]";
+        if (g.rank == 2) at << "[" << b << ", " << j << "]";
+        if (g.rank == 1) at << "[" << j << "]";
+        mona::detail::fail(kernel, ": ", name, ": expected ", expected, ", got ", row[j],
+                           " at ", at.str());
       }
     }
   }
@@ -35,33 +49,43 @@ void check_values(const char* kernel, const char* name, const T* x, const Grid& 
 
 /// Every valid entry must be a probability: finite and in [0, 1] (NaN fails).
 template <class T>
-void check_probabilities(const char* kernel, const char* name, const T* x, const Grid& g) {
+void check_probabilities(const char* kernel, const char* name, const T* x, const ValueGrid& g) {
   check_values(kernel, name, x, g, "values in [0, 1]",
                [](T v) { return (v >= T(0)) & (v <= T(1)); });
 }
 
 /// Every valid entry must be finite.
 template <class T>
-void check_finite(const char* kernel, const char* name, const T* x, const Grid& g) {
+void check_finite(const char* kernel, const char* name, const T* x, const ValueGrid& g) {
   // v - v is 0 for finite v and NaN for an infinity or a NaN (and NaN == 0 is false).
   check_values(kernel, name, x, g, "finite values", [](T v) { return (v - v) == T(0); });
 }
 
 /// Every valid entry must be finite and >= 0 (an alignment: attention mass per entry).
 template <class T>
-void check_nonnegative(const char* kernel, const char* name, const T* x, const Grid& g) {
+void check_nonnegative(const char* kernel, const char* name, const T* x, const ValueGrid& g) {
   check_values(kernel, name, x, g, "finite values >= 0",
                [](T v) { return (v >= T(0)) & ((v - v) == T(0)); });
 }
 
-/// The same grid seen as one row per batch element: [B, 1, T] for [B, T] tensors.
-inline Grid rows_grid(int64_t batch, int64_t in_len, const int64_t* in_lens) {
+/// A [B, T] tensor seen as a grid of one row per batch element ([B, 1, T]), rank 2.
+/// Keep the result as a ValueGrid (auto), not a Grid, or errors name [b, 0, j].
+inline ValueGrid rows_grid(int64_t batch, int64_t in_len, const int64_t* in_lens) {
   Grid g;
   g.batch = batch;
   g.out_len = 1;
   g.in_len = in_len;
   g.in_lens = in_lens;
-  return g;
+  return ValueGrid(g, 2);
+}
+
+/// A [n] vector (one value per batch element, say) as a grid [1, 1, n], rank 1.
+inline ValueGrid vector_grid(int64_t n) {
+  Grid g;
+  g.batch = 1;
+  g.out_len = 1;
+  g.in_len = n;
+  return ValueGrid(g, 1);
 }
 
 }  // namespace mona::core::detail

@@ -359,7 +359,7 @@ TEST(MonotonicAlignment, Errors) {
   p[4] = 0.5;
   std::vector<double> a0 = {0.5, -0.1, 0.0};
   expect_error([&] { core::monotonic_alignment(p.data(), a0.data(), out.data(), g); },
-               "alpha0: expected finite values >= 0, got -0.1 at [0, 0, 1]");
+               "alpha0: expected finite values >= 0, got -0.1 at [0, 1]");  // [B, T]: two indices
   expect_error([&] { core::monotonic_alignment<double>(nullptr, nullptr, out.data(), g); },
                "monotonic_alignment: p must not be null");
   std::vector<double> grad(6, 1.0), gp(6);
@@ -375,6 +375,68 @@ TEST(MonotonicAlignment, Errors) {
         core::monotonic_alignment_step(p.data(), a0.data(), out.data(), 1, 3, &bad_len);
       },
       "monotonic_alignment_step: in_lens[0] must lie in [0, T=3], got 4");
+}
+
+// Issue 17: the value that failed a check is printed so that it visibly fails it (not
+// rounded to 6 digits), and its index has as many entries as its tensor has dims.
+TEST(MonotonicAlignment, ErrorsPrintTheFailingValueExactlyWithTheTensorsRank) {
+  Grid g;
+  g.batch = 1;
+  g.out_len = 2;
+  g.in_len = 3;
+  {
+    std::vector<float> p(6, 0.5f), out(6);
+    p[4] = std::nextafter(1.0f, 2.0f);  // 1 + 2^-23
+    expect_error([&] { core::monotonic_alignment(p.data(), nullptr, out.data(), g); },
+                 "p: expected values in [0, 1], got 1.0000001 at [0, 1, 1]");
+  }
+  {
+    std::vector<double> p(6, 0.5), out(6);
+    p[4] = 1 + 1e-15;
+    expect_error([&] { core::monotonic_alignment(p.data(), nullptr, out.data(), g); },
+                 "got 1.000000000000001 at [0, 1, 1]");
+    p[4] = 0.5;
+    // One step: p and alpha_prev are [B, T], so their entries have two indices.
+    std::vector<double> prev = {1.0, 0.0, 0.0, 1.0, 0.0, 0.0};
+    p[5] = -1e-300;
+    expect_error(
+        [&] { core::monotonic_alignment_step(p.data(), prev.data(), out.data(), 2, 3, nullptr); },
+        "monotonic_alignment_step: p: expected values in [0, 1], got -1e-300 at [1, 2]");
+  }
+}
+
+// Issue 17: the backward passes validate the saved forward values too; a NaN alpha used to
+// give NaN gradients without a word.
+TEST(MonotonicAlignment, BackwardValidatesTheSavedAlignment) {
+  Grid g;
+  g.batch = 1;
+  g.out_len = 2;
+  g.in_len = 3;
+  std::vector<double> p(6, 0.5), alpha(6), grad(6, 1.0), gp(6);
+  core::monotonic_alignment(p.data(), nullptr, alpha.data(), g);
+  alpha[4] = std::numeric_limits<double>::quiet_NaN();
+  expect_error(
+      [&] {
+        core::monotonic_alignment_backward(grad.data(), p.data(), nullptr, alpha.data(),
+                                           gp.data(), nullptr, g);
+      },
+      "monotonic_alignment_backward: alpha: expected finite values >= 0, got nan at [0, 1, 1]");
+  alpha[4] = 0.1;
+  std::vector<double> a0 = {1.0, -0.5, 0.0};
+  expect_error(
+      [&] {
+        core::monotonic_alignment_backward(grad.data(), p.data(), a0.data(), alpha.data(),
+                                           gp.data(), nullptr, g);
+      },
+      "alpha0: expected finite values >= 0, got -0.5 at [0, 1]");
+  std::vector<double> prev = {1.0, std::numeric_limits<double>::infinity(), 0.0};
+  std::vector<double> gprev(3);
+  expect_error(
+      [&] {
+        core::monotonic_alignment_step_backward(grad.data(), p.data(), prev.data(), gp.data(),
+                                                gprev.data(), 1, 3, nullptr);
+      },
+      "monotonic_alignment_step_backward: alpha_prev: expected finite values >= 0, got inf at [0, 1]");
 }
 
 }  // namespace

@@ -6,10 +6,12 @@
 // Nothing is printed and nothing aborts; a caller that catches mona::Error can go on.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace mona {
 
@@ -22,11 +24,26 @@ class Error : public std::invalid_argument {
 
 namespace detail {
 
-/// Concatenates the arguments with operator<< and throws mona::Error with the result.
+/// Writes `value` with operator<<, except floating-point values, which are written in the
+/// shortest form that reads back as the same value of their type (std::to_chars): a value
+/// that fails a check prints as one that visibly fails it (the float 1 + 2^-23 prints as
+/// 1.0000001, not as "1" as operator<<'s 6 digits would have it), and 0.1 stays 0.1.
+template <class A>
+void put(std::ostream& os, const A& value) {
+  if constexpr (std::is_floating_point_v<A>) {
+    char buf[64];
+    const auto end = std::to_chars(buf, buf + sizeof buf, value).ptr;
+    os.write(buf, end - buf);
+  } else {
+    os << value;
+  }
+}
+
+/// Concatenates the arguments (see put) and throws mona::Error with the result.
 template <class... Args>
 [[noreturn]] void fail(const Args&... args) {
   std::ostringstream os;
-  (os << ... << args);
+  (put(os, args), ...);
   throw Error(os.str());
 }
 

@@ -37,8 +37,8 @@
 //
 // Errors (mona::Error, message names the argument and the value found):
 //   null pointers for required arguments; negative sizes; lengths outside [0, T] / [0, U];
-//   p outside [0, 1] or NaN in the valid region; alpha0 / alpha_prev negative or
-//   non-finite in the valid region.
+//   p outside [0, 1] or NaN in the valid region; alpha0 / alpha_prev, and the backward
+//   pass's saved alpha, negative or non-finite in the valid region; grad_alpha non-finite.
 //
 // Threads: batch elements are processed in parallel with OpenMP (heads should be folded
 // into the batch dimension). No allocation happens in the loops; the backward pass
