@@ -315,29 +315,47 @@ TEST(CbEstimators, BbIsUnbiasedAndHandlesPadding) {
   expect_unbiased(CbEstimator::kIdb, p, o, "idb, M = 3 leave-one-out, padded", 8000);
 }
 
-TEST(CbEstimators, BiasedEstimatorsAreFiniteAndTheirDeviationIsReported) {
+// The biased estimators of 004 (REINFORCE on the Bernoulli model, eq. 1; the straight-
+// through relaxations, eqs. 28-33): their mean over R = 20,000 draws differs from grad J by
+// many standard errors (an unbiased estimator stays within 4, see above), and what is
+// known of each holds: the straight-through ones draw exact CB samples in the forward pass,
+// so their emission gradients are unbiased and only the logits' are not; REINFORCE and
+// st-bb still point along grad J for the logits (cosine 0.86 and 0.92 measured).
+TEST(CbEstimators, BiasedEstimatorsAreBiasedWhereExpectedAndFinite) {
   const Problem p = make_problem(6, 2, 6, 2, 10);
   const auto [gx, gE] = exact_grad(p, false);
   const Exact e = enumerate(p.x0, p.E0, p.L);
   const int64_t R = 20000;
   for (auto est : {CbEstimator::kReinforceBernoulli, CbEstimator::kStraightThroughIdb,
                    CbEstimator::kStraightThroughBb}) {
+    SCOPED_TRACE(cb_estimator_name(est));
     EXPECT_FALSE(cb_estimator_unbiased(est));
     CbEstimatorOptions o;
     o.temperature = 0.5;
     const Mc m = run_estimator(est, p, o, R, 3);
     ASSERT_TRUE(torch::isfinite(m.mean_x).all().item<bool>());
     ASSERT_TRUE(torch::isfinite(m.mean_E).all().item<bool>());
-    std::cout << "[ biased " << cb_estimator_name(est) << " ] worst z vs grad J: logits "
-              << worst_z(m.mean_x, m.se_x, gx) << ", log_emit " << worst_z(m.mean_E, m.se_E, gE)
-              << "; |mean - exact|_max(logits) " << (m.mean_x - gx).abs().max().item<double>()
-              << "\n";
-    if (est != CbEstimator::kReinforceBernoulli) {
-      // The forward pass of the straight-through estimators draws exact CB samples: the
-      // mean reward matches E_{b|L}[reward] within 4 standard errors.
+    const double zx = worst_z(m.mean_x, m.se_x, gx), zE = worst_z(m.mean_E, m.se_E, gE);
+    const double cos_x =
+        torch::cosine_similarity(m.mean_x.flatten(), gx.flatten(), 0).item<double>();
+    std::cout << "[ biased " << cb_estimator_name(est) << " ] worst z vs grad J: logits " << zx
+              << ", log_emit " << zE << "; |mean - exact|_max(logits) "
+              << (m.mean_x - gx).abs().max().item<double>() << "; cos(mean, grad J) logits "
+              << cos_x << "\n";
+    // Measured: 46, 334 and 98 standard errors; 8 leaves a margin over any seed or CPU.
+    EXPECT_GT(zx, 8.0) << "the logits gradient is biased";
+    if (est == CbEstimator::kReinforceBernoulli) {
+      EXPECT_GT(zE, 8.0) << "so is the emission gradient (measured 72 standard errors)";
+      EXPECT_GT(cos_x, 0.5);
+    } else {
+      EXPECT_LE(zE, 4.0) << "exact CB samples: unbiased emission gradient (measured 1.4, 1.6)";
+      if (est == CbEstimator::kStraightThroughBb) {
+        EXPECT_GT(cos_x, 0.5);
+      }
+      // The forward pass draws exact CB samples: the mean reward matches E_{b|L}[reward]
+      // within 4 standard errors.
       const double se = std::sqrt(e.var_reward.item<double>() / double(R));
-      EXPECT_NEAR(m.reward, e.mean_reward.item<double>(), 4 * se + 1e-12)
-          << cb_estimator_name(est);
+      EXPECT_NEAR(m.reward, e.mean_reward.item<double>(), 4 * se + 1e-12);
     }
   }
 }
