@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "mona/train/trainer.h"
+#include "util/program.h"
 
 extern char** environ;
 
@@ -82,23 +83,11 @@ std::string write_setup(const TempDir& d, const std::string& train = "max_steps:
   return d / "cfg.yaml";
 }
 
-struct CliResult {
-  int code;
-  std::string output;  // stdout + stderr
-};
+using CliResult = mona::test::ProgramRun;
 
-CliResult run_cli(const std::string& args) {
-  // `timeout`: a regression that hangs (e.g. thousands of threads) fails instead of blocking.
-  const std::string cmd = "timeout 120 " + std::string(MONA_CLI) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  CliResult r{-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `timeout` (run_program): a regression that hangs (e.g. thousands of threads) fails
+// instead of blocking.
+CliResult run_cli(const std::string& args) { return mona::test::run_program(std::string(MONA_CLI) + " " + args); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 int64_t lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }

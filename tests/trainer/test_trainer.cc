@@ -14,6 +14,7 @@
 
 #include "mona/core/error.h"
 #include "mona/train/files.h"
+#include "util/program.h"
 
 namespace mona::test {
 namespace {
@@ -167,26 +168,16 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedAndNothingIsOverwritten) {
 
 // --- the command-line program -------------------------------------------------------
 
-struct Run {
-  int code;
-  std::string output;  // stdout + stderr
-};
+using Run = mona::test::ProgramRun;
 
 Run run_cli(const std::string& args, const std::string& stdin_text = "") {
   TempDir d;
-  std::string cmd = std::string(MONA_CLI) + " " + args + " 2>&1";
+  std::string cmd = std::string(MONA_CLI) + " " + args;
   if (!stdin_text.empty()) {
     std::ofstream(d / "stdin.txt") << stdin_text;
     cmd += " < " + (d / "stdin.txt");
   }
-  FILE* p = ::popen(cmd.c_str(), "r");
-  Run r{-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return mona::test::run_program(cmd);
 }
 
 TEST(Cli, ErrorsAreOneLineAndNonZero) {

@@ -17,6 +17,7 @@
 // Usage: mona-cb-toy [--quick] [--out DIR] [--T 10] [--C 3] [--N 32] [--M 4] [--sigma 1]
 //                    [--updates 4000] [--seeds 3] [--lr 0.05] [--temperature 0.5]
 //                    [--estimators reinforce,cb,db,idb,idb-alt,bb,bb-alt,st-idb,st-bb,exact]
+#include <CLI/CLI.hpp>
 #include <cairo/cairo.h>
 #include <torch/torch.h>
 
@@ -36,6 +37,7 @@
 #include "mona/core/rng.h"
 #include "mona/nn/cb_estimators.h"
 #include "mona/nn/conditional_bernoulli.h"
+#include "../cli_validators.h"
 
 namespace {
 
@@ -406,47 +408,48 @@ void plot(const std::string& path, const std::vector<std::string>& names,
   cairo_surface_destroy(surf);
 }
 
-int usage(const char* msg) {
-  std::cerr << "mona-cb-toy: " << msg
-            << "\nusage: mona-cb-toy [--quick] [--out DIR] [--T n] [--C n] [--N n] [--M n] "
-               "[--sigma x] [--updates n] [--seeds n] [--lr x] [--temperature x] "
-               "[--estimators a,b,...]\n";
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Config cfg;
   bool quick = false;
+  std::string estimators;
+  // Arguments: CLI11, errors in mona's style (one line "mona-cb-toy: error: ...", exit 2).
+  CLI::App app{"mona-cb-toy: the toy experiment of 004 sec. 3.1 (recipes/cb-toy/README.md)"};
+  app.add_flag("--quick", quick, "a few seconds' smoke run (T <= 6, 30 updates, 1 seed)");
+  app.add_option("--out", cfg.out, "output directory (table.md, runs.csv, curves.csv, plot.png)");
+  using mona::tools::integer_in;
+  using mona::tools::number_above;
+  app.add_option("--T", cfg.T, "frames (the exact gradient enumerates 2^T alignments)")
+      ->check(integer_in(1, 14));
+  app.add_option("--C", cfg.C, "label vocabulary size")->check(integer_in(1));
+  app.add_option("--N", cfg.N, "sequences per batch")->check(integer_in(1));
+  app.add_option("--M", cfg.M, "samples per sequence")->check(integer_in(1));
+  app.add_option("--sigma", cfg.sigma, "std of the population logits")
+      ->check(number_above(0, true));
+  app.add_option("--updates", cfg.updates, "Adam updates per run")->check(integer_in(1));
+  app.add_option("--seeds", cfg.seeds, "runs per estimator")->check(integer_in(1));
+  app.add_option("--lr", cfg.lr, "Adam learning rate")->check(number_above(0, false));
+  app.add_option("--temperature", cfg.temperature, "relaxation temperature (st-*)")
+      ->check(number_above(0, false));
+  app.add_option("--estimators", estimators,
+                 "comma-separated: reinforce, cb, db, idb, idb-alt, bb, bb-alt, st-idb, st-bb, exact");
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto next = [&]() -> std::string {
-        if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
-        return argv[++i];
-      };
-      if (a == "--quick") quick = true;
-      else if (a == "--out") cfg.out = next();
-      else if (a == "--T") cfg.T = std::stoll(next());
-      else if (a == "--C") cfg.C = std::stoll(next());
-      else if (a == "--N") cfg.N = std::stoll(next());
-      else if (a == "--M") cfg.M = std::stoll(next());
-      else if (a == "--sigma") cfg.sigma = std::stod(next());
-      else if (a == "--updates") cfg.updates = std::stoll(next());
-      else if (a == "--seeds") cfg.seeds = std::stoll(next());
-      else if (a == "--lr") cfg.lr = std::stod(next());
-      else if (a == "--temperature") cfg.temperature = std::stod(next());
-      else if (a == "--estimators") {
-        cfg.estimators.clear();
-        std::stringstream ss(next());
-        std::string e;
-        while (std::getline(ss, e, ',')) cfg.estimators.push_back(e);
-      } else if (a == "--help" || a == "-h") {
-        return usage("help") == 2 ? 0 : 0;
-      } else {
-        return usage(("unknown argument " + a).c_str());
-      }
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    const std::string what = e.what();
+    std::cerr << "mona-cb-toy: error: " << what.substr(0, what.find('\n'))
+              << " (see mona-cb-toy --help)\n";
+    return 2;
+  }
+  try {
+    if (!estimators.empty()) {
+      cfg.estimators.clear();
+      std::stringstream ss(estimators);
+      std::string e;
+      while (std::getline(ss, e, ',')) cfg.estimators.push_back(e);
     }
     if (quick) {
       cfg.T = std::min<int64_t>(cfg.T, 6);
@@ -457,13 +460,16 @@ int main(int argc, char** argv) {
       cfg.var_n = 8;
       cfg.curve_every = 10;
     }
-    if (cfg.T < 1 || cfg.T > 14) return usage("--T must lie in [1, 14] (enumeration of 2^T)");
-    if (cfg.C < 1 || cfg.N < 1 || cfg.M < 1 || cfg.updates < 1 || cfg.seeds < 1)
-      return usage("--C, --N, --M, --updates, --seeds must be >= 1");
-    if (!(cfg.sigma >= 0) || !(cfg.lr > 0) || !(cfg.temperature > 0))
-      return usage("--sigma must be >= 0, --lr and --temperature > 0");
     std::vector<Spec> specs;
-    for (const auto& e : cfg.estimators) specs.push_back(parse_spec(e));
+    for (const auto& e : cfg.estimators) {
+      try {
+        specs.push_back(parse_spec(e));
+      } catch (const c10::Error& err) {
+        throw std::runtime_error("--estimators: unknown estimator '" + e +
+                                 "' (expected reinforce, cb, db, idb, idb-alt, bb, bb-alt, "
+                                 "st-idb, st-bb or exact)");
+      }
+    }
     torch::set_num_threads(1);
     std::filesystem::create_directories(cfg.out);
 
@@ -546,8 +552,13 @@ int main(int argc, char** argv) {
     plot(cfg.out + "/plot.png", names, mean_curves, cfg);
     std::ifstream in(cfg.out + "/table.md");
     std::cout << in.rdbuf();
+  } catch (const c10::Error& e) {  // without LibTorch's stack trace
+    const std::string what = e.what_without_backtrace();
+    std::cerr << "mona-cb-toy: error: " << what.substr(0, what.find('\n')) << "\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "mona-cb-toy: error: " << e.what() << "\n";
+    const std::string what = e.what();
+    std::cerr << "mona-cb-toy: error: " << what.substr(0, what.find('\n')) << "\n";
     return 1;
   }
   return 0;

@@ -18,6 +18,7 @@
 #include "mona/train/log.h"
 #include "mona/train/plot.h"
 #include "mona/train/trainer.h"
+#include "../cli_validators.h"
 
 namespace {
 
@@ -109,17 +110,7 @@ mona::nn::SearchOptions search_options(const Transducer& t, int64_t beam) {
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // Options that count something (--beam, --limit): integers >= 0.
-const CLI::Validator kNonNegative(
-    [](std::string& value) -> std::string {
-      try {
-        size_t used = 0;
-        const long long v = std::stoll(value, &used);
-        if (used == value.size() && v >= 0) return "";
-      } catch (const std::exception&) {
-      }
-      return "expected an integer >= 0, got " + value;
-    },
-    "INT >= 0");
+const CLI::Validator kNonNegative = mona::tools::integer_in(0);
 
 // SIGINT / SIGTERM during training: the first asks the trainer to save last.ckpt and stop
 // (it polls the flag between steps); the handler then restores the default action, so a
