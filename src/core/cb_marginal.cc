@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "mona/core/conditional_bernoulli.h"
+#include "cb_rows.h"
 #include "mona/core/poisson_binomial.h"
 #include "parallel.h"
 #include "validate.h"
@@ -15,8 +15,7 @@
 namespace mona::core {
 namespace {
 
-template <class T>
-constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 void check_ptr(const void* ptr, const char* kernel, const char* name) {
   mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
@@ -36,20 +35,23 @@ void validate(const char* kernel, const T* logits, const T* log_emit, const Grid
   detail::check_finite(kernel, "log_emit", log_emit, g);
 }
 
-// Forward lattice of eq. 36 for one row; A has (n + 1) rows of stride W = L + 1.
+// The eq. 36 forward lattice as a recursion over rows r = t + 1: A[t + 1, :] from A[t, :]
+// (E: the row's log_emit [U, T], row stride Tn).
 template <class T>
-void ctc_forward(const T* x, const T* E, int64_t Tn, int64_t n, int64_t L, T* A) {
-  const int64_t W = L + 1;
-  std::fill(A, A + W, kNegInf<T>);
-  A[0] = T(0);
-  for (int64_t t = 0; t < n; ++t) {
-    const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
-    const T* a = A + t * W;
-    T* o = A + (t + 1) * W;
+struct CtcStep {
+  const T* x;
+  const T* E;
+  int64_t Tn, L;
+  void operator()(int64_t r, const double* a, double* o) const {
+    const int64_t t = r - 1;
+    const double xt = static_cast<double>(x[t]);
+    const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
     o[0] = a[0] + lq;
-    for (int64_t l = 1; l <= L; ++l) o[l] = log_add_exp(a[l] + lq, a[l - 1] + lp + E[(l - 1) * Tn + t]);
+    for (int64_t l = 1; l <= L; ++l) {
+      o[l] = log_add_exp(a[l] + lq, a[l - 1] + lp + static_cast<double>(E[(l - 1) * Tn + t]));
+    }
   }
-}
+};
 
 }  // namespace
 
@@ -59,45 +61,48 @@ void cb_marginal_log_likelihood(const T* logits, const T* log_emit, T* log_likel
   const char* kName = "cb_marginal_log_likelihood";
   validate(kName, logits, log_emit, grid);
   if (grid.batch > 0) check_ptr(log_likelihood, kName, "log_likelihood");
-  const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len, W = U + 1;
-  const int64_t S = (Tn + 1) * W;
-  // Suffix tables with k = L_b (the conditional Bernoulli's): [B, T + 1, U + 1].
-  std::vector<T> table(static_cast<size_t>(B * S));
-  cb_table(logits, table.data(), grid);
+  const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = grid.T_of(b), L = grid.U_of(b);
     const T* x = logits + b * Tn;
     const T* E = log_emit + b * U * Tn;
-    const T* Q = table.data() + b * S;
+    // The suffix table with k = L (the conditional Bernoulli's), in double, asked for in
+    // increasing t: Q[t + 1, :] at frame t.
+    detail::SuffixRows<T> Q(x, n, L);
+    const double logPL = Q.row(0)[L];
     if (L == 0) {
-      log_likelihood[b] = Q[0];
+      log_likelihood[b] = static_cast<T>(logPL);
       continue;
     }
-    std::vector<T> M(static_cast<size_t>(n + 1)), Mn(static_cast<size_t>(n + 1));
-    std::vector<T> alpha(static_cast<size_t>(n));
-    M[0] = -Q[L];
-    for (int64_t t = 0; t < n; ++t) M[static_cast<size_t>(t + 1)] = M[static_cast<size_t>(t)] + log_sigmoid(-x[t]);
-    for (int64_t l = 1; l <= L; ++l) {
-      const T* El = E + (l - 1) * Tn;
-      Mn[0] = kNegInf<T>;
-      for (int64_t t = 0; t < n; ++t) {
-        const T q = Q[(t + 1) * W + L - l];
-        const T m = M[static_cast<size_t>(t)];
-        T a = kNegInf<T>;
-        if (q != kNegInf<T> && m != kNegInf<T>) a = El[t] + log_sigmoid(x[t]) + q + m;
-        alpha[static_cast<size_t>(t)] = a;
-        const T src = a == kNegInf<T> ? kNegInf<T> : a - q;  // source term of level l + 1
-        Mn[static_cast<size_t>(t + 1)] =
-            log_add_exp(Mn[static_cast<size_t>(t)] + log_sigmoid(-x[t]), src);
+    // M[l] = M_l(t) for l = 1 .. L, advanced one frame at a time; alpha_L(t) kept for the sum.
+    std::vector<double> M(static_cast<size_t>(L + 1), kNegInf);
+    std::vector<double> alpha(static_cast<size_t>(n));
+    M[1] = -logPL;
+    for (int64_t t = 0; t < n; ++t) {
+      const double* q1 = Q.row(t + 1);
+      const double xt = static_cast<double>(x[t]);
+      const double ls = log_sigmoid(xt), lq = log_sigmoid(-xt);
+      // Descending l: M_{l+1}(t + 1) replaces M_{l+1}(t) after M_l(t) was read.
+      for (int64_t l = L; l >= 1; --l) {
+        const double q = q1[L - l];
+        const double m = M[static_cast<size_t>(l)];
+        double a = kNegInf;
+        if (q != kNegInf && m != kNegInf) a = static_cast<double>(E[(l - 1) * Tn + t]) + ls + q + m;
+        if (l == L) {
+          alpha[static_cast<size_t>(t)] = a;
+        } else {
+          const double src = a == kNegInf ? kNegInf : a - q;  // source term of level l + 1
+          M[static_cast<size_t>(l + 1)] = log_add_exp(M[static_cast<size_t>(l + 1)] + lq, src);
+        }
       }
-      std::swap(M, Mn);
+      M[1] = M[1] + lq;
     }
-    T mx = kNegInf<T>;
+    double mx = kNegInf;
     for (int64_t t = 0; t < n; ++t) mx = std::max(mx, alpha[static_cast<size_t>(t)]);
-    T s = 0;
+    double s = 0;
     for (int64_t t = 0; t < n; ++t) s += std::exp(alpha[static_cast<size_t>(t)] - mx);
-    log_likelihood[b] = Q[L] + mx + std::log(s);
+    log_likelihood[b] = static_cast<T>(logPL + mx + std::log(s));
   }
 }
 
@@ -114,17 +119,19 @@ void cb_marginal_log_likelihood_ctc(const T* logits, const T* log_emit, T* log_l
     const T* x = logits + b * Tn;
     const T* E = log_emit + b * U * Tn;
     // Rolling row of the lattice (descending l so that A[l - 1] is still the old value).
-    std::vector<T> A(static_cast<size_t>(L + 1), kNegInf<T>);
-    A[0] = T(0);
+    std::vector<double> A(static_cast<size_t>(L + 1), kNegInf);
+    A[0] = 0;
     for (int64_t t = 0; t < n; ++t) {
-      const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
+      const double xt = static_cast<double>(x[t]);
+      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
       for (int64_t l = L; l >= 1; --l) {
-        A[static_cast<size_t>(l)] = log_add_exp(A[static_cast<size_t>(l)] + lq,
-                                                A[static_cast<size_t>(l - 1)] + lp + E[(l - 1) * Tn + t]);
+        const double e = static_cast<double>(E[(l - 1) * Tn + t]);
+        A[static_cast<size_t>(l)] =
+            log_add_exp(A[static_cast<size_t>(l)] + lq, A[static_cast<size_t>(l - 1)] + lp + e);
       }
       A[0] += lq;
     }
-    log_likelihood[b] = A[static_cast<size_t>(L)];
+    log_likelihood[b] = static_cast<T>(A[static_cast<size_t>(L)]);
   }
 }
 
@@ -143,35 +150,40 @@ void cb_marginal_log_likelihood_backward(const T* grad_log_likelihood, const T* 
     const int64_t n = grid.T_of(b), L = grid.U_of(b), W = L + 1;
     const T* x = logits + b * Tn;
     const T* E = log_emit + b * U * Tn;
-    const T g = grad_log_likelihood[b];
-    std::vector<T> A(static_cast<size_t>((n + 1) * W)), Bk(static_cast<size_t>((n + 1) * W));
-    ctc_forward(x, E, Tn, n, L, A.data());
-    // Backward lattice: Bk[t, l] = log P(frames [t, n) emit labels l .. L-1).
-    T* last = Bk.data() + n * W;
-    std::fill(last, last + W, kNegInf<T>);
-    last[L] = T(0);
-    for (int64_t t = n - 1; t >= 0; --t) {
-      const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
-      const T* nb = Bk.data() + (t + 1) * W;
-      T* o = Bk.data() + t * W;
-      o[L] = nb[L] + lq;
-      for (int64_t l = 0; l < L; ++l) o[l] = log_add_exp(nb[l] + lq, nb[l + 1] + lp + E[l * Tn + t]);
-    }
-    const T logP = A[static_cast<size_t>(n * W + L)];
+    const double g = static_cast<double>(grad_log_likelihood[b]);
+    // Forward lattice A [n + 1, L + 1] in double, whole or checkpointed (src/core/cb_rows.h),
+    // asked for in decreasing t; the backward lattice Bk[t, l] = log P(frames [t, n) emit
+    // labels l .. L-1) rolls from t = n down alongside.
+    std::vector<double> a0(static_cast<size_t>(W), kNegInf);
+    a0[0] = 0;
+    detail::CheckpointedRows<CtcStep<T>> A(n, W, a0, CtcStep<T>{x, E, Tn, L});
+    const double logP = A.row(n)[L];
+    std::vector<double> next(static_cast<size_t>(W), kNegInf), cur(static_cast<size_t>(W));
+    next[static_cast<size_t>(L)] = 0;  // Bk[n, :]
     T* gx = grad_logits ? grad_logits + b * Tn : nullptr;
     T* ge = grad_log_emit ? grad_log_emit + b * U * Tn : nullptr;
     if (ge) std::fill(ge, ge + U * Tn, T(0));
-    for (int64_t t = 0; t < n; ++t) {
-      const T lp = log_sigmoid(x[t]);
-      T emit = 0;
+    for (int64_t t = n - 1; t >= 0; --t) {
+      const double xt = static_cast<double>(x[t]);
+      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
+      const double* at = A.row(t);
+      double emit = 0;
       for (int64_t l = 0; l < L; ++l) {
-        const T a = A[static_cast<size_t>(t * W + l)], c = Bk[static_cast<size_t>((t + 1) * W + l + 1)];
-        if (a == kNegInf<T> || c == kNegInf<T>) continue;
-        const T gamma = std::exp(a + lp + E[l * Tn + t] + c - logP);
+        const double a = at[l], c = next[static_cast<size_t>(l + 1)];
+        if (a == kNegInf || c == kNegInf) continue;
+        const double gamma = std::exp(a + lp + static_cast<double>(E[l * Tn + t]) + c - logP);
         emit += gamma;
-        if (ge) ge[l * Tn + t] = g * gamma;
+        if (ge) ge[l * Tn + t] = static_cast<T>(g * gamma);
       }
-      if (gx) gx[t] = g * (emit - std::exp(lp));
+      if (gx) gx[t] = static_cast<T>(g * (emit - std::exp(lp)));
+      if (t == 0) break;
+      cur[static_cast<size_t>(L)] = next[static_cast<size_t>(L)] + lq;  // Bk[t, :]
+      for (int64_t l = 0; l < L; ++l) {
+        cur[static_cast<size_t>(l)] =
+            log_add_exp(next[static_cast<size_t>(l)] + lq,
+                        next[static_cast<size_t>(l + 1)] + lp + static_cast<double>(E[l * Tn + t]));
+      }
+      std::swap(next, cur);
     }
     if (gx) std::fill(gx + n, gx + Tn, T(0));
   }

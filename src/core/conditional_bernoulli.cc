@@ -9,15 +9,13 @@
 #include <numeric>
 #include <vector>
 
+#include "cb_rows.h"
 #include "mona/core/poisson_binomial.h"
 #include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
 namespace {
-
-template <class T>
-constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
 void check_ptr(const void* ptr, const char* kernel, const char* name) {
   mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
@@ -78,58 +76,42 @@ void check_finite_vec(const char* kernel, const char* name, const T* x, int64_t 
 
 inline int64_t table_stride(const Grid& g) { return (g.in_len + 1) * (g.out_len + 1); }
 
-// ---- row kernels: x = logits of one row (n valid), kk = k, Q with row stride W -------------
+// ---- row kernels: x = logits of one row (n valid), kk = k; `rows` serves the suffix table
+// in double (detail::table_rows, detail::SuffixRows; see cb_rows.h) ----------------------------
 
+// The suffix table of one row into Q (row stride W), computed in double and rounded once.
 template <class T>
 void build_table(const T* x, int64_t n, int64_t kk, T* Q, int64_t W) {
-  T* last = Q + n * W;
-  last[0] = T(0);
-  for (int64_t j = 1; j <= kk; ++j) last[j] = kNegInf<T>;
+  std::vector<double> next = detail::suffix_first_row(kk), row(static_cast<size_t>(kk + 1));
+  for (int64_t j = 0; j <= kk; ++j) Q[n * W + j] = static_cast<T>(next[static_cast<size_t>(j)]);
   for (int64_t t = n - 1; t >= 0; --t) {
-    const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
-    const T* nx = Q + (t + 1) * W;
-    T* row = Q + t * W;
-    row[0] = lq + nx[0];
-    for (int64_t j = 1; j <= kk; ++j) row[j] = log_add_exp(lq + nx[j], lp + nx[j - 1]);
-  }
-}
-
-// Reverse scan of build_table (header comment). seed(t, j) is dL/dQ[t, j] (read only where
-// Q is finite, t < n). Adds dL/dx_t to gx[t]; if take != null, take[t] = sum_j G[t, j] c
-// (with a single seed 1 at (0, k) this is the marginal P(b_t = 1 | k)).
-template <class T, class Seed>
-void table_adjoint(const T* x, int64_t n, int64_t kk, const T* Q, int64_t W, Seed seed, T* gx,
-                   T* take) {
-  std::vector<T> G(static_cast<size_t>(kk + 1), T(0)), Gn(static_cast<size_t>(kk + 1));
-  for (int64_t t = 0; t < n; ++t) {
-    const T* row = Q + t * W;
-    const T* nx = Q + (t + 1) * W;
-    for (int64_t j = 0; j <= kk; ++j) {
-      if (row[j] != kNegInf<T>) G[j] += seed(t, j);
-    }
-    const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
-    const T p = std::exp(lp);
-    std::fill(Gn.begin(), Gn.end(), T(0));
-    T g = 0, tk = 0;
-    for (int64_t j = 0; j <= kk; ++j) {
-      const T Gj = G[j];
-      if (Gj == T(0) || row[j] == kNegInf<T>) continue;
-      const T a = std::exp(lq + nx[j] - row[j]);
-      const T c = j > 0 ? std::exp(lp + nx[j - 1] - row[j]) : T(0);
-      Gn[j] += Gj * a;
-      if (j > 0) Gn[j - 1] += Gj * c;
-      g += Gj * (c - p);
-      tk += Gj * c;
-    }
-    gx[t] += g;
-    if (take) take[t] = tk;
-    std::swap(G, Gn);
+    detail::suffix_step(x[t], next.data(), row.data(), kk);
+    for (int64_t j = 0; j <= kk; ++j) Q[t * W + j] = static_cast<T>(row[static_cast<size_t>(j)]);
+    std::swap(next, row);
   }
 }
 
 template <class T>
 void zero(T* x, int64_t n) {
   std::fill(x, x + n, T(0));
+}
+
+// A row's values computed in double into out[0 .. len), rounded once; padding 0.
+template <class T>
+void store(const std::vector<double>& v, T* out, int64_t len) {
+  for (size_t t = 0; t < v.size(); ++t) out[t] = static_cast<T>(v[t]);
+  zero(out + v.size(), len - static_cast<int64_t>(v.size()));
+}
+
+// P(b_t = 1 | k) for t < n: the table adjoint with one seed 1 at (0, k).
+template <class T>
+std::vector<double> marginals_row(const T* x, int64_t n, int64_t kk, const T* table, int64_t W) {
+  std::vector<double> m(static_cast<size_t>(n)), unused(static_cast<size_t>(n), 0.0);
+  auto rows = detail::table_rows(table, W, x, n, kk);
+  detail::table_adjoint(
+      x, n, kk, rows, [&](int64_t t, int64_t j) { return (t == 0 && j == kk) ? 1.0 : 0.0; },
+      unused.data(), m.data());
+  return m;
 }
 
 // Positions of the highs of a 0/1 row, increasing.
@@ -142,31 +124,35 @@ std::vector<int64_t> highs_of(const T* b, int64_t n) {
   return pos;
 }
 
-template <class T>
-void idb_steps_row(const T* x, const T* b, int64_t n, int64_t kk, const T* Q, int64_t W,
-                   T* out) {
+template <class T, class Rows>
+void idb_steps_row(const T* x, const T* b, int64_t n, int64_t kk, Rows& rows, T* out) {
   int64_t j = kk;
   for (int64_t t = 0; t < n; ++t) {
-    const T* row = Q + t * W;
-    const T* nx = Q + (t + 1) * W;
+    const double* row = rows.row(t);
+    const double* nx = rows.row(t + 1);
+    const double xt = static_cast<double>(x[t]);
     if (b[t] == T(1)) {
-      out[t] = log_sigmoid(x[t]) + nx[j - 1] - row[j];
+      out[t] = static_cast<T>(log_sigmoid(xt) + nx[j - 1] - row[j]);
       --j;
     } else {
-      out[t] = log_sigmoid(-x[t]) + nx[j] - row[j];
+      out[t] = static_cast<T>(log_sigmoid(-xt) + nx[j] - row[j]);
     }
   }
 }
 
-template <class T>
-void bb_steps_row(const T* x, const std::vector<int64_t>& pos, int64_t kk, const T* Q,
-                  int64_t W, T* out) {
+// Step r reads Q[t_{r-1} + 1, k - r], which step r - 1 read as its Q[t_{r-1} + 1, m - 1],
+// so the rows are asked in increasing t.
+template <class T, class Rows>
+void bb_steps_row(const T* x, const std::vector<int64_t>& pos, int64_t kk, Rows& rows, T* out) {
   int64_t prev = -1;
+  double base = rows.row(0)[kk];
   for (int64_t r = 0; r < kk; ++r) {
     const int64_t t = pos[static_cast<size_t>(r)], m = kk - r;
-    T acc = 0;
-    for (int64_t s = prev + 1; s < t; ++s) acc += log_sigmoid(-x[s]);
-    out[r] = log_sigmoid(x[t]) + Q[(t + 1) * W + m - 1] + acc - Q[(prev + 1) * W + m];
+    double acc = 0;
+    for (int64_t s = prev + 1; s < t; ++s) acc += log_sigmoid(-static_cast<double>(x[s]));
+    const double q = rows.row(t + 1)[m - 1];
+    out[r] = static_cast<T>(log_sigmoid(static_cast<double>(x[t])) + q + acc - base);
+    base = q;
     prev = t;
   }
 }
@@ -182,11 +168,23 @@ std::vector<int64_t> db_permutation(const int64_t* order, int64_t n, int64_t kk)
   return perm;
 }
 
+// x in the order perm.
 template <class T>
-void db_steps_row(const std::vector<T>& xp, int64_t kk, const T* Qp, int64_t W, T* out) {
+std::vector<T> permuted(const T* x, const std::vector<int64_t>& perm) {
+  std::vector<T> xp(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) xp[i] = x[perm[i]];
+  return xp;
+}
+
+// Step j reads Qp[j + 1, k - j - 1] and Qp[j, k - j], the latter read by step j - 1.
+template <class T>
+void db_steps_row(const std::vector<T>& xp, int64_t kk, detail::SuffixRows<T>& rows, T* out) {
+  double base = rows.row(0)[kk];
   for (int64_t j = 0; j < kk; ++j) {
-    out[j] = log_sigmoid(xp[static_cast<size_t>(j)]) + Qp[(j + 1) * W + kk - j - 1] -
-             Qp[j * W + kk - j] - static_cast<T>(std::log(static_cast<double>(kk - j)));
+    const double q = rows.row(j + 1)[kk - j - 1];
+    out[j] = static_cast<T>(log_sigmoid(static_cast<double>(xp[static_cast<size_t>(j)])) + q -
+                            base - std::log(static_cast<double>(kk - j)));
+    base = q;
   }
 }
 
@@ -219,8 +217,8 @@ std::vector<uint64_t> row_seeds(Rng& rng, int64_t batch) {
 }
 
 // IDB decisions for one row (004 eq. 10); writes b[0..n).
-template <class T>
-void idb_draw_row(const T* x, int64_t n, int64_t kk, const T* Q, int64_t W, Rng& r, T* b) {
+template <class T, class Rows>
+void idb_draw_row(const T* x, int64_t n, int64_t kk, Rows& rows, Rng& r, T* b) {
   int64_t j = kk;
   for (int64_t t = 0; t < n; ++t) {
     const double u = r.uniform();
@@ -230,8 +228,9 @@ void idb_draw_row(const T* x, int64_t n, int64_t kk, const T* Q, int64_t W, Rng&
     } else if (j >= n - t) {
       high = true;
     } else {
-      const T prob = std::exp(log_sigmoid(x[t]) + Q[(t + 1) * W + j - 1] - Q[t * W + j]);
-      high = u < static_cast<double>(prob);
+      const double* row = rows.row(t);
+      const double* nx = rows.row(t + 1);
+      high = u < std::exp(log_sigmoid(static_cast<double>(x[t])) + nx[j - 1] - row[j]);
     }
     b[t] = high ? T(1) : T(0);
     j -= high;
@@ -277,12 +276,14 @@ void cb_table_backward(const T* grad_table, const T* logits, const T* table, T* 
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t b = 0; b < grid.batch; ++b) {
     const int64_t n = grid.T_of(b), kk = grid.U_of(b);
-    T* gx = grad_logits + b * grid.in_len;
-    zero(gx, grid.in_len);
+    const T* x = logits + b * grid.in_len;
     const T* G = grad_table + b * S;
-    table_adjoint(
-        logits + b * grid.in_len, n, kk, table + b * S, W,
-        [&](int64_t t, int64_t j) { return G[t * W + j]; }, gx, static_cast<T*>(nullptr));
+    auto rows = detail::table_rows(table + b * S, W, x, n, kk);
+    std::vector<double> gx(static_cast<size_t>(n), 0.0);
+    detail::table_adjoint(
+        x, n, kk, rows, [&](int64_t t, int64_t j) { return G[t * W + j]; }, gx.data(),
+        nullptr);
+    store(gx, grad_logits + b * grid.in_len, grid.in_len);
   }
 }
 
@@ -293,15 +294,19 @@ void cb_log_prob(const T* logits, const T* b, const T* table, T* log_prob, const
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
   if (grid.batch > 0) check_ptr(log_prob, kName, "log_prob");
-  const int64_t S = table_stride(grid);
+  const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
-    const int64_t n = grid.T_of(r);
+    const int64_t n = grid.T_of(r), kk = grid.U_of(r);
     const T* x = logits + r * grid.in_len;
     const T* br = b + r * grid.in_len;
-    T s = 0;
-    for (int64_t t = 0; t < n; ++t) s += log_sigmoid(br[t] == T(1) ? x[t] : -x[t]);
-    log_prob[r] = s - table[r * S + grid.U_of(r)];
+    double s = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const double xt = static_cast<double>(x[t]);
+      s += log_sigmoid(br[t] == T(1) ? xt : -xt);
+    }
+    auto rows = detail::table_rows(table + r * S, W, x, n, kk);
+    log_prob[r] = static_cast<T>(s - rows.row(0)[kk]);
   }
 }
 
@@ -318,16 +323,14 @@ void cb_log_prob_backward(const T* grad_log_prob, const T* logits, const T* b, c
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
-    const T g = grad_log_prob[r];
+    const T* x = logits + r * grid.in_len;
+    const double g = static_cast<double>(grad_log_prob[r]);
     T* gx = grad_logits + r * grid.in_len;
-    std::vector<T> m(static_cast<size_t>(n));
-    std::vector<T> dummy(static_cast<size_t>(n), T(0));
-    table_adjoint(
-        logits + r * grid.in_len, n, kk, table + r * S, W,
-        [&](int64_t t, int64_t j) { return (t == 0 && j == kk) ? T(1) : T(0); }, dummy.data(),
-        m.data());
+    const std::vector<double> m = marginals_row(x, n, kk, table + r * S, W);
     const T* br = b + r * grid.in_len;
-    for (int64_t t = 0; t < n; ++t) gx[t] = g * (br[t] - m[static_cast<size_t>(t)]);
+    for (int64_t t = 0; t < n; ++t) {
+      gx[t] = static_cast<T>(g * (static_cast<double>(br[t]) - m[static_cast<size_t>(t)]));
+    }
     zero(gx + n, grid.in_len - n);
   }
 }
@@ -342,13 +345,9 @@ void cb_marginals(const T* logits, const T* table, T* marginals, const Grid& gri
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
-    T* m = marginals + r * grid.in_len;
-    std::vector<T> dummy(static_cast<size_t>(n), T(0));
-    table_adjoint(
-        logits + r * grid.in_len, n, kk, table + r * S, W,
-        [&](int64_t t, int64_t j) { return (t == 0 && j == kk) ? T(1) : T(0); }, dummy.data(), m);
-    for (int64_t t = 0; t < n; ++t) m[t] = std::min(m[t], T(1));
-    zero(m + n, grid.in_len - n);
+    std::vector<double> m = marginals_row(logits + r * grid.in_len, n, kk, table + r * S, W);
+    for (double& v : m) v = std::min(v, 1.0);
+    store(m, marginals + r * grid.in_len, grid.in_len);
   }
 }
 
@@ -363,8 +362,9 @@ void cb_idb_step_log_probs(const T* logits, const T* b, const T* table, T* step_
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
-    const int64_t n = grid.T_of(r), off = r * grid.in_len;
-    idb_steps_row(logits + off, b + off, n, grid.U_of(r), table + r * S, W, step_log_probs + off);
+    const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
+    auto rows = detail::table_rows(table + r * S, W, logits + off, n, kk);
+    idb_steps_row(logits + off, b + off, n, kk, rows, step_log_probs + off);
     zero(step_log_probs + off + n, grid.in_len - n);
   }
 }
@@ -385,20 +385,24 @@ void cb_idb_step_log_probs_backward(const T* grad_step, const T* logits, const T
     const T* x = logits + off;
     const T* br = b + off;
     const T* g = grad_step + off;
-    T* gx = grad_logits + off;
     // step t reads Q[t, j_t] (coefficient -g_t) and Q[t+1, j_{t+1}] (+g_t); j_t = highs left.
     std::vector<int64_t> jt(static_cast<size_t>(n + 1));
     jt[0] = kk;
     for (int64_t t = 0; t < n; ++t) jt[static_cast<size_t>(t + 1)] = jt[static_cast<size_t>(t)] - (br[t] == T(1));
-    for (int64_t t = 0; t < n; ++t) gx[t] = g[t] * (br[t] - std::exp(log_sigmoid(x[t])));
-    table_adjoint(
-        x, n, kk, table + r * S, W,
+    std::vector<double> gx(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      gx[static_cast<size_t>(t)] = static_cast<double>(g[t]) *
+          (static_cast<double>(br[t]) - std::exp(log_sigmoid(static_cast<double>(x[t]))));
+    }
+    auto rows = detail::table_rows(table + r * S, W, x, n, kk);
+    detail::table_adjoint(
+        x, n, kk, rows,
         [&](int64_t t, int64_t j) {
-          if (j != jt[static_cast<size_t>(t)]) return T(0);
-          return (t > 0 ? g[t - 1] : T(0)) - g[t];
+          if (j != jt[static_cast<size_t>(t)]) return 0.0;
+          return (t > 0 ? static_cast<double>(g[t - 1]) : 0.0) - static_cast<double>(g[t]);
         },
-        gx, static_cast<T*>(nullptr));
-    zero(gx + n, grid.in_len - n);
+        gx.data(), nullptr);
+    store(gx, grad_logits + off, grid.in_len);
   }
 }
 
@@ -414,8 +418,10 @@ void cb_bb_step_log_probs(const T* logits, const T* b, const T* table, T* step_l
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
+    const T* x = logits + r * grid.in_len;
     const auto pos = highs_of(b + r * grid.in_len, n);
-    bb_steps_row(logits + r * grid.in_len, pos, kk, table + r * S, W, step_log_probs + r * K);
+    auto rows = detail::table_rows(table + r * S, W, x, n, kk);
+    bb_steps_row(x, pos, kk, rows, step_log_probs + r * K);
     zero(step_log_probs + r * K + kk, K - kk);
   }
 }
@@ -437,24 +443,34 @@ void cb_bb_step_log_probs_backward(const T* grad_step, const T* logits, const T*
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;
     const T* g = grad_step + r * K;
-    T* gx = grad_logits + off;
-    zero(gx, grid.in_len);
     const auto pos = highs_of(b + off, n);
-    // Dense seeds: +g_r at (t_r + 1, k - r - 1), -g_r at (t_{r-1} + 1, k - r) (0-based r).
-    std::vector<T> seeds(static_cast<size_t>((n + 1) * W), T(0));
+    // Seeds: +g_r at (t_r + 1, k - r - 1), -g_r at (t_{r-1} + 1, k - r) (0-based r). Both
+    // land on rows t_r + 1 (t_{-1} = -1), one column each, so a row holds at most one seed:
+    // column scol[t] (-1: none), weight sval[t].
+    std::vector<int64_t> scol(static_cast<size_t>(n + 1), -1);
+    std::vector<double> sval(static_cast<size_t>(n + 1), 0.0), gx(static_cast<size_t>(n), 0.0);
+    scol[0] = kk;
     int64_t prev = -1;
     for (int64_t rr = 0; rr < kk; ++rr) {
       const int64_t t = pos[static_cast<size_t>(rr)], m = kk - rr;
-      seeds[static_cast<size_t>((t + 1) * W + m - 1)] += g[rr];
-      seeds[static_cast<size_t>((prev + 1) * W + m)] -= g[rr];
-      gx[t] += g[rr] * (T(1) - std::exp(log_sigmoid(x[t])));
-      for (int64_t s = prev + 1; s < t; ++s) gx[s] -= g[rr] * std::exp(log_sigmoid(x[s]));
+      const double gr = static_cast<double>(g[rr]);
+      scol[static_cast<size_t>(t + 1)] = m - 1;
+      sval[static_cast<size_t>(t + 1)] += gr;
+      sval[static_cast<size_t>(prev + 1)] -= gr;
+      gx[static_cast<size_t>(t)] += gr * (1.0 - std::exp(log_sigmoid(static_cast<double>(x[t]))));
+      for (int64_t s = prev + 1; s < t; ++s) {
+        gx[static_cast<size_t>(s)] -= gr * std::exp(log_sigmoid(static_cast<double>(x[s])));
+      }
       prev = t;
     }
-    table_adjoint(
-        x, n, kk, table + r * S, W,
-        [&](int64_t t, int64_t j) { return seeds[static_cast<size_t>(t * W + j)]; }, gx,
-        static_cast<T*>(nullptr));
+    auto rows = detail::table_rows(table + r * S, W, x, n, kk);
+    detail::table_adjoint(
+        x, n, kk, rows,
+        [&](int64_t t, int64_t j) {
+          return j == scol[static_cast<size_t>(t)] ? sval[static_cast<size_t>(t)] : 0.0;
+        },
+        gx.data(), nullptr);
+    store(gx, grad_logits + off, grid.in_len);
   }
 }
 
@@ -469,14 +485,10 @@ void cb_db_step_log_probs(const T* logits, const int64_t* order, T* step_log_pro
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
-    const T* x = logits + r * grid.in_len;
     const auto perm = db_permutation(order + r * K, n, kk);
-    std::vector<T> xp(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) xp[static_cast<size_t>(i)] = x[perm[static_cast<size_t>(i)]];
-    const int64_t W = kk + 1;
-    std::vector<T> Qp(static_cast<size_t>((n + 1) * W));
-    build_table(xp.data(), n, kk, Qp.data(), W);
-    db_steps_row(xp, kk, Qp.data(), W, step_log_probs + r * K);
+    const std::vector<T> xp = permuted(logits + r * grid.in_len, perm);
+    detail::SuffixRows<T> rows(xp.data(), n, kk);
+    db_steps_row(xp, kk, rows, step_log_probs + r * K);
     zero(step_log_probs + r * K + kk, K - kk);
   }
 }
@@ -495,30 +507,30 @@ void cb_db_step_log_probs_backward(const T* grad_step, const T* logits, const in
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r);
-    const T* x = logits + r * grid.in_len;
     const T* g = grad_step + r * K;
     const auto perm = db_permutation(order + r * K, n, kk);
-    std::vector<T> xp(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) xp[static_cast<size_t>(i)] = x[perm[static_cast<size_t>(i)]];
-    const int64_t W = kk + 1;
-    std::vector<T> Qp(static_cast<size_t>((n + 1) * W));
-    build_table(xp.data(), n, kk, Qp.data(), W);
-    std::vector<T> gxp(static_cast<size_t>(n), T(0));
+    const std::vector<T> xp = permuted(logits + r * grid.in_len, perm);
+    detail::SuffixRows<T> rows(xp.data(), n, kk);
+    std::vector<double> gxp(static_cast<size_t>(n), 0.0);
     for (int64_t j = 0; j < kk; ++j) {
-      gxp[static_cast<size_t>(j)] += g[j] * (T(1) - std::exp(log_sigmoid(xp[static_cast<size_t>(j)])));
+      gxp[static_cast<size_t>(j)] += static_cast<double>(g[j]) *
+          (1.0 - std::exp(log_sigmoid(static_cast<double>(xp[static_cast<size_t>(j)]))));
     }
     // step j reads Qp[j+1, k-j-1] (+g_j) and Qp[j, k-j] (-g_j): seeds lie on the diagonal
     // t + j' = k, so seed(t, k - t) = g_{t-1} - g_t.
-    table_adjoint(
-        xp.data(), n, kk, Qp.data(), W,
+    detail::table_adjoint(
+        xp.data(), n, kk, rows,
         [&](int64_t t, int64_t j) {
-          if (t > kk || j != kk - t) return T(0);
-          return (t > 0 ? g[t - 1] : T(0)) - (t < kk ? g[t] : T(0));
+          if (t > kk || j != kk - t) return 0.0;
+          return (t > 0 ? static_cast<double>(g[t - 1]) : 0.0) -
+                 (t < kk ? static_cast<double>(g[t]) : 0.0);
         },
-        gxp.data(), static_cast<T*>(nullptr));
+        gxp.data(), nullptr);
     T* gx = grad_logits + r * grid.in_len;
     zero(gx, grid.in_len);
-    for (int64_t i = 0; i < n; ++i) gx[perm[static_cast<size_t>(i)]] = gxp[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < n; ++i) {
+      gx[perm[static_cast<size_t>(i)]] = static_cast<T>(gxp[static_cast<size_t>(i)]);
+    }
   }
 }
 
@@ -535,10 +547,11 @@ void cb_sample_idb(const T* logits, const T* table, Rng& rng, T* b, T* step_log_
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     Rng gen(seeds[static_cast<size_t>(r)]);
-    idb_draw_row(logits + off, n, kk, table + r * S, W, gen, b + off);
+    auto rows = detail::table_rows(table + r * S, W, logits + off, n, kk);
+    idb_draw_row(logits + off, n, kk, rows, gen, b + off);
     zero(b + off + n, grid.in_len - n);
     if (step_log_probs) {
-      idb_steps_row(logits + off, b + off, n, kk, table + r * S, W, step_log_probs + off);
+      idb_steps_row(logits + off, b + off, n, kk, rows, step_log_probs + off);
       zero(step_log_probs + off + n, grid.in_len - n);
     }
   }
@@ -557,7 +570,7 @@ void cb_sample_bb(const T* logits, const T* table, Rng& rng, T* b, int64_t* posi
   for (int64_t r = 0; r < grid.batch; ++r) {
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;
-    const T* Q = table + r * S;
+    auto rows = detail::table_rows(table + r * S, W, x, n, kk);
     Rng gen(seeds[static_cast<size_t>(r)]);
     T* br = b + off;
     zero(br, grid.in_len);
@@ -566,17 +579,17 @@ void cb_sample_bb(const T* logits, const T* table, Rng& rng, T* b, int64_t* posi
     for (int64_t rr = 0; rr < kk; ++rr) {
       const int64_t m = kk - rr, s0 = prev + 1, last = n - m;
       const double u = gen.uniform();
-      const T base = Q[s0 * W + m];
-      double cum = 0;
-      T acc = 0;
+      const double base = rows.row(s0)[m];
+      double cum = 0, acc = 0;
       int64_t chosen = last;
       for (int64_t t = s0; t <= last; ++t) {  // inverse CDF of 004 eq. 12
-        cum += std::exp(static_cast<double>(log_sigmoid(x[t]) + Q[(t + 1) * W + m - 1] + acc - base));
+        const double xt = static_cast<double>(x[t]);
+        cum += std::exp(log_sigmoid(xt) + rows.row(t + 1)[m - 1] + acc - base);
         if (u < cum) {
           chosen = t;
           break;
         }
-        acc += log_sigmoid(-x[t]);
+        acc += log_sigmoid(-xt);
       }
       pos[static_cast<size_t>(rr)] = chosen;
       br[chosen] = T(1);
@@ -587,7 +600,7 @@ void cb_sample_bb(const T* logits, const T* table, Rng& rng, T* b, int64_t* posi
       std::fill(positions + r * K + kk, positions + (r + 1) * K, int64_t(0));
     }
     if (step_log_probs) {
-      bb_steps_row(x, pos, kk, Q, W, step_log_probs + r * K);
+      bb_steps_row(x, pos, kk, rows, step_log_probs + r * K);
       zero(step_log_probs + r * K + kk, K - kk);
     }
   }
@@ -607,7 +620,10 @@ void cb_sample_db(const T* logits, const T* table, Rng& rng, T* b, int64_t* orde
     const int64_t n = grid.T_of(r), kk = grid.U_of(r), off = r * grid.in_len;
     const T* x = logits + off;
     Rng gen(seeds[static_cast<size_t>(r)]);
-    idb_draw_row(x, n, kk, table + r * S, W, gen, b + off);
+    {
+      auto rows = detail::table_rows(table + r * S, W, x, n, kk);
+      idb_draw_row(x, n, kk, rows, gen, b + off);
+    }
     zero(b + off + n, grid.in_len - n);
     auto ord = highs_of(b + off, n);
     // Uniform order of the drawn set (004 eq. 9): Fisher-Yates.
@@ -620,13 +636,9 @@ void cb_sample_db(const T* logits, const T* table, Rng& rng, T* b, int64_t* orde
       std::fill(order + r * K + kk, order + (r + 1) * K, int64_t(0));
     }
     if (step_log_probs) {
-      const auto perm = db_permutation(ord.data(), n, kk);
-      std::vector<T> xp(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) xp[static_cast<size_t>(i)] = x[perm[static_cast<size_t>(i)]];
-      const int64_t Wp = kk + 1;
-      std::vector<T> Qp(static_cast<size_t>((n + 1) * Wp));
-      build_table(xp.data(), n, kk, Qp.data(), Wp);
-      db_steps_row(xp, kk, Qp.data(), Wp, step_log_probs + r * K);
+      const std::vector<T> xp = permuted(x, db_permutation(ord.data(), n, kk));
+      detail::SuffixRows<T> rows(xp.data(), n, kk);
+      db_steps_row(xp, kk, rows, step_log_probs + r * K);
       zero(step_log_probs + r * K + kk, K - kk);
     }
   }

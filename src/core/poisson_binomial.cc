@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "mona/core/conditional_bernoulli.h"
+#include "cb_rows.h"
 #include "parallel.h"
 #include "validate.h"
 
@@ -33,15 +33,6 @@ void validate_k(const char* kernel, const int64_t* k, const Grid& g) {
   }
 }
 
-// The CB grid of a single-k call: out_len = largest k, out_lens = k.
-Grid cb_grid(const Grid& g, const int64_t* k) {
-  Grid c = g;
-  c.out_len = 0;
-  for (int64_t b = 0; b < g.batch; ++b) c.out_len = std::max(c.out_len, k[b]);
-  c.out_lens = k;
-  return c;
-}
-
 }  // namespace
 
 template <class T>
@@ -55,15 +46,20 @@ void poisson_binomial_log_pmf(const T* logits, T* log_pmf, int64_t batch, int64_
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b);
     const T* x = logits + b * in_len;
-    T* F = log_pmf + b * (in_len + 1);  // F[k] = log P(K_{[0, t)} = k), updated in place
-    F[0] = T(0);
+    // F[k] = log P(K_{[0, t)} = k), updated in place, in double (src/core/cb_rows.h).
+    std::vector<double> F(static_cast<size_t>(n + 1));
+    F[0] = 0;
     for (int64_t t = 0; t < n; ++t) {
-      const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
-      F[t + 1] = lp + F[t];  // F[t + 1] was -inf: only the "high" term
-      for (int64_t k = t; k >= 1; --k) F[k] = log_add_exp(lq + F[k], lp + F[k - 1]);
+      const double xt = static_cast<double>(x[t]);
+      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
+      const size_t u = static_cast<size_t>(t);
+      F[u + 1] = lp + F[u];  // F[t + 1] was -inf: only the "high" term
+      for (size_t k = u; k >= 1; --k) F[k] = log_add_exp(lq + F[k], lp + F[k - 1]);
       F[0] = lq + F[0];
     }
-    std::fill(F + n + 1, F + in_len + 1, T(0));
+    T* out = log_pmf + b * (in_len + 1);
+    for (int64_t k = 0; k <= n; ++k) out[k] = static_cast<T>(F[static_cast<size_t>(k)]);
+    std::fill(out + n + 1, out + in_len + 1, T(0));
   }
 }
 
@@ -76,14 +72,15 @@ void poisson_binomial_moments(const T* logits, T* mean, T* variance, int64_t bat
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(batch, double(batch) * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const T* x = logits + b * in_len;
-    T m = 0, v = 0;
+    double m = 0, v = 0;
     for (int64_t t = 0; t < g.T_of(b); ++t) {
-      const T p = std::exp(log_sigmoid(x[t])), q = std::exp(log_sigmoid(-x[t]));
+      const double xt = static_cast<double>(x[t]);
+      const double p = std::exp(log_sigmoid(xt)), q = std::exp(log_sigmoid(-xt));
       m += p;
       v += p * q;
     }
-    if (mean) mean[b] = m;
-    if (variance) variance[b] = v;
+    if (mean) mean[b] = static_cast<T>(m);
+    if (variance) variance[b] = static_cast<T>(v);
   }
 }
 
@@ -95,23 +92,25 @@ void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob, i
   validate_logits(kName, logits, g);
   validate_k(kName, k, g);
   if (batch > 0) check_ptr(log_prob, kName, "log_prob");
-  const T neg_inf = -std::numeric_limits<T>::infinity();
+  const double neg_inf = -std::numeric_limits<double>::infinity();
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b), kk = k[b];
     const T* x = logits + b * in_len;
-    // The prefix recursion of log_pmf truncated to counts <= k: O(T k) time, O(k) memory.
-    std::vector<T> F(static_cast<size_t>(kk + 1), neg_inf);
-    F[0] = T(0);
+    // The prefix recursion of log_pmf truncated to counts <= k, in double: O(T k) time, O(k)
+    // memory.
+    std::vector<double> F(static_cast<size_t>(kk + 1), neg_inf);
+    F[0] = 0;
     for (int64_t t = 0; t < n; ++t) {
-      const T lp = log_sigmoid(x[t]), lq = log_sigmoid(-x[t]);
+      const double xt = static_cast<double>(x[t]);
+      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
       for (int64_t j = std::min(kk, t + 1); j >= 1; --j) {
         F[static_cast<size_t>(j)] =
             log_add_exp(lq + F[static_cast<size_t>(j)], lp + F[static_cast<size_t>(j - 1)]);
       }
       F[0] = lq + F[0];
     }
-    log_prob[b] = F[static_cast<size_t>(kk)];
+    log_prob[b] = static_cast<T>(F[static_cast<size_t>(kk)]);
   }
 }
 
@@ -126,13 +125,22 @@ void poisson_binomial_log_prob_backward(const T* grad_log_prob, const T* logits,
   if (batch > 0) check_ptr(grad_log_prob, kName, "grad_log_prob");
   detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::rows_grid(1, batch, nullptr));
   if (g.numel() > 0) check_ptr(grad_logits, kName, "grad_logits");
-  // d log P(K = k) / dx = dQ[0, k] / dx: the table's adjoint with one seed at (0, k).
-  const Grid c = cb_grid(g, k);
-  const int64_t W = c.out_len + 1, S = (in_len + 1) * W;
-  std::vector<T> table(static_cast<size_t>(batch * S)), seeds(static_cast<size_t>(batch * S), T(0));
-  cb_table(logits, table.data(), c);
-  for (int64_t b = 0; b < batch; ++b) seeds[static_cast<size_t>(b * S + k[b])] = grad_log_prob[b];
-  cb_table_backward(seeds.data(), logits, table.data(), grad_logits, c);
+  // d log P(K = k) / dx = dQ[0, k] / dx: the suffix table's adjoint with one seed at (0, k),
+  // the table in double, whole or checkpointed (src/core/cb_rows.h).
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = g.T_of(b), kk = k[b];
+    const T* x = logits + b * in_len;
+    const double seed = static_cast<double>(grad_log_prob[b]);
+    detail::SuffixRows<T> rows(x, n, kk);
+    std::vector<double> gx(static_cast<size_t>(n), 0.0);
+    detail::table_adjoint(
+        x, n, kk, rows, [&](int64_t t, int64_t j) { return (t == 0 && j == kk) ? seed : 0.0; },
+        gx.data(), nullptr);
+    T* out = grad_logits + b * in_len;
+    for (int64_t t = 0; t < n; ++t) out[t] = static_cast<T>(gx[static_cast<size_t>(t)]);
+    std::fill(out + n, out + in_len, T(0));
+  }
 }
 
 #define MONA_INSTANTIATE(T)                                                                  \

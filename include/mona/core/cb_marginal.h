@@ -44,8 +44,17 @@
 // than frames: P(c) = 0); non-finite logits, log_emit or grad_log_likelihood in the valid
 // region.
 //
-// Threads: batch elements in parallel (OpenMP). Memory: forward O(L T) (the table);
-// backward 2 (T_b + 1)(L_b + 1) values per row.
+// Precision: both dtypes compute in double (tables, lattices, sums) and round each output
+// once, so a float result is the double one to within one float ulp. (Float lattices fail
+// for long inputs: entries of magnitude ~ T carry absolute errors of T 2^-24, which become
+// relative errors of the posteriors exp(A + ... + Bk - log P(c)).)
+//
+// Threads: batch elements in parallel (OpenMP). Memory per row in flight: the forward reads
+// the suffix table [T_b + 1, L_b + 1] row by row in increasing t, the backward the forward
+// lattice A in decreasing t (rolling Bk alongside, 2 (L_b + 1) doubles); each is kept whole
+// in double up to 2^22 entries (32 MiB) and above that recomputed from every
+// ceil(sqrt(T_b))-th row: about 2 sqrt(T_b) (L_b + 1) doubles (5 MB at T = 100,000,
+// L = 1,000) for one more O(L T) pass. The CTC form needs L_b + 1 doubles.
 #pragma once
 
 #include <cstdint>

@@ -42,6 +42,24 @@
 //   order of a set has probability P(A | k) / k!).
 // The backward (reverse-time, 004 eq. 25) IDB/BB is the same call on reversed logits.
 //
+// ---- Precision and memory ----------------------------------------------------------------
+// Both dtypes run the table recursion, its adjoint and every sum in double and round each
+// output once: a float result is the double one to within one float ulp, and a seed draws
+// the same sample in both (barring a uniform within double rounding of a step probability).
+// cb_table<float> writes the double table rounded to float. That rounded table is too coarse
+// to be read: an entry |Q| ~ sum_{s >= t} |x_s| (3e4 at T = 20,000, logits N(0, 3),
+// k = 100) carries an absolute error of |Q| 2^-24, a relative error of every ratio
+// exp(Q[t+1, .] - Q[t, .]); with float tables the marginals there summed to 195 instead of
+// 100. So the functions below that take `table` read it only in double: the caller's table
+// for T = double; for T = float they check it for null and recompute the rows they need
+// from the logits, an O(T k) pass per call (cb_log_prob, the IDB/BB step log-probs and the
+// IDB/BB samplers then cost O(T k), not O(T)). The DB step log-probs build their own table
+// over the permuted order, in double for both dtypes. A table computed inside a call is kept
+// whole up to 2^22 entries (32 MiB) and above that recomputed from every ceil(sqrt(T))-th
+// row, block by block: about 2 sqrt(T) (k + 1) doubles per row in flight (5 MB at
+// T = 100,000, k = 1,000, where the whole table would be 800 MB) for one more O(T k) pass.
+// Recomputed rows are the same arithmetic, so results do not depend on the choice.
+//
 // Shapes ([B, T] notation; lengths and padding as in mona/core/grid.h). The CB uses a Grid
 // with batch = B, in_len = T, in_lens = T_b per row, out_len = K (the largest k; tables are
 // K + 1 wide) and out_lens = k [B] (null: k = K for every row):

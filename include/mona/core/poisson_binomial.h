@@ -19,12 +19,23 @@
 // log_pmf costs O(T^2) time and O(T) memory (all k = 0 .. T); the single-k functions cost
 // O(T k) through the conditional Bernoulli table (mona/core/conditional_bernoulli.h).
 //
+// Precision: both dtypes run the recursions, tables and sums in double and round each output
+// once, so a float result is the double one to within one float ulp. (Float tables fail for
+// long inputs: an entry of -3e4, as at T = 20,000, carries an absolute error of 2e-3, which
+// the gradient's split weights exp(Q[t+1, .] - Q[t, .]) turn into relative errors; the float
+// gradients, which lie in [-1, 1], were off by up to 1.7 there.)
+//
 // Gradient (docs/math/conditional_bernoulli.md sec. 3):
 //   d log P(K = k) / d x_t = P(B_t = 1 | K = k) - p_t,
 // the conditional Bernoulli marginal minus the unconditional one; computed by the reverse
-// scan of the table (cb_table_backward), O(T k).
+// scan of the suffix table (the adjoint of cb_table_backward), O(T k).
 //
 // Moments: E[K] = sum_t p_t, Var[K] = sum_t p_t (1 - p_t), p (1 - p) = sigmoid(x) sigmoid(-x).
+//
+// Memory per row in flight: log_pmf T + 1 doubles; log_prob k + 1; the backward the suffix
+// table [T + 1, k + 1] in double, kept whole up to 2^22 entries (32 MiB) and above that
+// recomputed from every ceil(sqrt(T))-th row: about 2 sqrt(T) (k + 1) doubles (5 MB at
+// T = 100,000, k = 1,000; the whole table would be 800 MB) for one more O(T k) pass.
 //
 // Shapes ([B, T] notation, lengths and padding as in mona/core/grid.h):
 //   logits, grad_logits: [B, T]; log_pmf: [B, T + 1] (entry k of row b valid for
@@ -76,14 +87,15 @@ template <class T>
 void poisson_binomial_moments(const T* logits, T* mean, T* variance, int64_t batch,
                               int64_t in_len, const int64_t* in_lens);
 
-/// log P(K = k[b]) for one k per row: logits [B, T], k [B] -> log_prob [B]. O(T k) time and
-/// O(T k) memory (the conditional Bernoulli table, which the backward pass rebuilds).
+/// log P(K = k[b]) for one k per row: logits [B, T], k [B] -> log_prob [B]. O(T k) time,
+/// O(k) memory (the prefix recursion of log_pmf truncated to counts <= k).
 template <class T>
 void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob,
                                int64_t batch, int64_t in_len, const int64_t* in_lens);
 
 /// Backward of poisson_binomial_log_prob: grad_logits[b, t] =
 /// grad_log_prob[b] * (P(B_t = 1 | K = k[b]) - p_t). Padding of grad_logits is written 0.
+/// O(T k) time (one pass more when the table is checkpointed); memory as above.
 template <class T>
 void poisson_binomial_log_prob_backward(const T* grad_log_prob, const T* logits,
                                         const int64_t* k, T* grad_logits, int64_t batch,
