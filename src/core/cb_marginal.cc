@@ -143,7 +143,7 @@ void cb_marginal_log_likelihood_backward(const T* grad_log_likelihood, const T* 
   validate(kName, logits, log_emit, grid);
   if (grid.batch > 0) check_ptr(grad_log_likelihood, kName, "grad_log_likelihood");
   detail::check_finite(kName, "grad_log_likelihood", grad_log_likelihood,
-                       detail::rows_grid(1, grid.batch, nullptr));
+                       detail::vector_grid(grid.batch));
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {

@@ -317,7 +317,8 @@ void cb_log_prob_backward(const T* grad_log_prob, const T* logits, const T* b, c
   validate_cb(kName, logits, grid);
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
-  check_finite_vec(kName, "grad_log_prob", grad_log_prob, 1, grid.batch, nullptr);
+  if (grid.batch > 0) check_ptr(grad_log_prob, kName, "grad_log_prob");
+  detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::vector_grid(grid.batch));
   if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))

@@ -18,7 +18,7 @@ void check_ptr(const void* ptr, const char* kernel, const char* name) {
 }
 
 template <class T>
-void validate_logits(const char* kernel, const T* logits, const Grid& g) {
+void validate_logits(const char* kernel, const T* logits, const detail::ValueGrid& g) {
   g.validate(kernel);
   if (g.numel() > 0) check_ptr(logits, kernel, "logits");
   detail::check_finite(kernel, "logits", logits, g);
@@ -39,7 +39,7 @@ template <class T>
 void poisson_binomial_log_pmf(const T* logits, T* log_pmf, int64_t batch, int64_t in_len,
                               const int64_t* in_lens) {
   const char* kName = "poisson_binomial_log_pmf";
-  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
   if (batch > 0) check_ptr(log_pmf, kName, "log_pmf");
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
@@ -67,7 +67,7 @@ template <class T>
 void poisson_binomial_moments(const T* logits, T* mean, T* variance, int64_t batch,
                               int64_t in_len, const int64_t* in_lens) {
   const char* kName = "poisson_binomial_moments";
-  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(batch, double(batch) * in_len))
   for (int64_t b = 0; b < batch; ++b) {
@@ -88,7 +88,7 @@ template <class T>
 void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob, int64_t batch,
                                int64_t in_len, const int64_t* in_lens) {
   const char* kName = "poisson_binomial_log_prob";
-  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
   validate_k(kName, k, g);
   if (batch > 0) check_ptr(log_prob, kName, "log_prob");
@@ -119,11 +119,11 @@ void poisson_binomial_log_prob_backward(const T* grad_log_prob, const T* logits,
                                         const int64_t* k, T* grad_logits, int64_t batch,
                                         int64_t in_len, const int64_t* in_lens) {
   const char* kName = "poisson_binomial_log_prob_backward";
-  const Grid g = detail::rows_grid(batch, in_len, in_lens);
+  const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
   validate_k(kName, k, g);
   if (batch > 0) check_ptr(grad_log_prob, kName, "grad_log_prob");
-  detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::rows_grid(1, batch, nullptr));
+  detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::vector_grid(batch));
   if (g.numel() > 0) check_ptr(grad_logits, kName, "grad_logits");
   // d log P(K = k) / dx = dQ[0, k] / dx: the suffix table's adjoint with one seed at (0, k),
   // the table in double, whole or checkpointed (src/core/cb_rows.h).
