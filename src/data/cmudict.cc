@@ -334,7 +334,7 @@ std::vector<CmudictEntry> parse_cmudict_js(const std::string& text, ParseReport&
         state = State::kBody;
         continue;
       }
-      detail::fail(source, ": not the cmu-pronouncing-dictionary index.js module: expected "
+      detail::fail_data(source, ": not the cmu-pronouncing-dictionary index.js module: expected "
                    "'export const dictionary = {' before the entries, found '",
                    shorten(t, 60), "' at line ", lineno);
     }
@@ -460,25 +460,25 @@ std::vector<CmudictEntry> parse_cmudict_js(const std::string& text, ParseReport&
   report.lines = lineno;
   report.words = by_word.size();
 
-  if (in_block_comment) detail::fail(source, ": truncated: unterminated '/*' comment");
+  if (in_block_comment) detail::fail_data(source, ": truncated: unterminated '/*' comment");
   if (state == State::kPreamble)
-    detail::fail(source, ": not the cmu-pronouncing-dictionary index.js module: no "
+    detail::fail_data(source, ": not the cmu-pronouncing-dictionary index.js module: no "
                  "'export const dictionary = {' line (", lineno, " lines read)");
   if (state == State::kBody)
-    detail::fail(source, ": truncated: the dictionary object is not closed by '}' (",
+    detail::fail_data(source, ": truncated: the dictionary object is not closed by '}' (",
                  lineno, " lines read, last entry line ", report.entry_lines, ")");
   if (out.empty())
-    detail::fail(source, ": no usable entry (", report.entry_lines, " entry lines, ",
+    detail::fail_data(source, ": no usable entry (", report.entry_lines, " entry lines, ",
                  report.dropped_total(), " not kept)");
   return out;
 }
 
 std::vector<CmudictEntry> load_cmudict_js(const std::string& path, ParseReport& report) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail(path, ": cannot open for reading: ", std::strerror(errno));
+  if (!in) detail::fail_data(path, ": cannot open for reading: ", std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) detail::fail(path, ": read error");
+  if (in.bad()) detail::fail_data(path, ": read error");
   return parse_cmudict_js(ss.str(), report, path);
 }
 
@@ -553,9 +553,9 @@ SplitCounts write_cmudict_splits(const std::vector<CmudictEntry>& entries,
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
-  if (ec) detail::fail(out_dir, ": cannot create the output directory: ", ec.message());
+  if (ec) detail::fail_data(out_dir, ": cannot create the output directory: ", ec.message());
   if (!fs::is_directory(out_dir, ec))
-    detail::fail(out_dir, ": exists but is not a directory");
+    detail::fail_data(out_dir, ": exists but is not a directory");
 
   std::array<std::string, kNumSplits> body;
   for (const auto& e : entries) {
@@ -575,7 +575,7 @@ SplitCounts write_cmudict_splits(const std::vector<CmudictEntry>& entries,
   // failed rename cannot leave the three files from different runs.
   for (std::size_t k = 0; k < kNumSplits; ++k) {
     if (fs::exists(finals[k], ec) && !fs::is_regular_file(finals[k], ec))
-      detail::fail(finals[k].string(), ": exists and is not a regular file; nothing was written");
+      detail::fail_data(finals[k].string(), ": exists and is not a regular file; nothing was written");
   }
   auto cleanup = [&]() {
     for (const auto& t : temps) {
@@ -588,21 +588,21 @@ SplitCounts write_cmudict_splits(const std::vector<CmudictEntry>& entries,
     if (!os) {
       const std::string why = std::strerror(errno);
       cleanup();
-      detail::fail(finals[k].string(), ": cannot write (temporary file ", temps[k].string(),
+      detail::fail_data(finals[k].string(), ": cannot write (temporary file ", temps[k].string(),
                    "): ", why);
     }
     os.write(body[k].data(), static_cast<std::streamsize>(body[k].size()));
     os.close();
     if (!os) {
       cleanup();
-      detail::fail(finals[k].string(), ": write failed (disk full?); nothing was replaced");
+      detail::fail_data(finals[k].string(), ": write failed (disk full?); nothing was replaced");
     }
   }
   for (std::size_t k = 0; k < kNumSplits; ++k) {
     fs::rename(temps[k], finals[k], ec);
     if (ec) {
       cleanup();
-      detail::fail(finals[k].string(), ": cannot rename the temporary file into place: ",
+      detail::fail_data(finals[k].string(), ": cannot rename the temporary file into place: ",
                    ec.message());
     }
   }

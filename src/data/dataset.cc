@@ -12,7 +12,9 @@ namespace mona::data {
 namespace {
 
 using detail::check;
+using detail::check_data;
 using detail::fail;
+using detail::fail_data;
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -70,13 +72,13 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
     if (is_blank(line)) continue;
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
     const auto tabs = std::count(line.begin(), line.end(), '\t');
-    check(tabs == 1, where(), "expected 1 TAB separating input and output, found ", tabs);
+    check_data(tabs == 1, where(), "expected 1 TAB separating input and output, found ", tabs);
     const std::size_t tab = line.find('\t');
     Example ex;
     ex.input = tokenize(line.substr(0, tab));
     ex.output = tokenize(line.substr(tab + 1));
-    check(!ex.input.empty(), where(), "empty input (no tokens before the TAB)");
-    check(!ex.output.empty(), where(), "empty output (no tokens after the TAB)");
+    check_data(!ex.input.empty(), where(), "empty input (no tokens before the TAB)");
+    check_data(!ex.output.empty(), where(), "empty output (no tokens after the TAB)");
     examples.push_back(std::move(ex));
   }
   return examples;
@@ -104,7 +106,7 @@ void write_tsv_atomic(const std::string& path, const std::vector<Example>& examp
   try {
     text = format_tsv(examples);
   } catch (const Error& e) {
-    fail("write ", path, ": ", e.what());
+    fail_data("write ", path, ": ", e.what());
   }
   train::write_file_atomic(path, text);
 }

@@ -10,7 +10,9 @@ namespace mona::data {
 namespace {
 
 using detail::check;
+using detail::check_data;
 using detail::fail;
+using detail::fail_data;
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -100,7 +102,7 @@ std::vector<int64_t> Vocabulary::encode(const std::vector<std::string>& symbols)
     os << "vocabulary: " << unknown.size() << " unknown symbol" << (unknown.size() == 1 ? "" : "s")
        << ": ";
     for (std::size_t i = 0; i < unknown.size(); ++i) os << (i ? ", " : "") << quoted(unknown[i]);
-    throw Error(os.str());
+    throw ArgumentError(os.str());
   }
   std::vector<int64_t> ids;
   ids.reserve(symbols.size());
@@ -154,22 +156,22 @@ Vocabulary Vocabulary::from_text(const std::string& text, const std::string& sou
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
     if (line_no <= kNumSpecials) {
       const std::string& want = specials[static_cast<std::size_t>(line_no - 1)];
-      check(line == want, where(), "expected the reserved symbol ", quoted(want), " (id ",
+      check_data(line == want, where(), "expected the reserved symbol ", quoted(want), " (id ",
             line_no - 1, "), got ", quoted(line));
       line_of_id.push_back(line_no);
       continue;
     }
     const std::string problem = symbol_problem(line);
-    check(problem.empty(), where(), problem, " (expected one symbol per line)");
+    check_data(problem.empty(), where(), problem, " (expected one symbol per line)");
     const auto it = vocab.ids_.find(line);
     if (it != vocab.ids_.end()) {
-      fail(where(), "duplicate symbol ", quoted(line), " (already id ", it->second, " on line ",
+      fail_data(where(), "duplicate symbol ", quoted(line), " (already id ", it->second, " on line ",
            line_of_id[static_cast<std::size_t>(it->second)], ")");
     }
     vocab.add(line);
     line_of_id.push_back(line_no);
   }
-  check(line_no >= kNumSpecials, source_name, ": expected at least the ", kNumSpecials,
+  check_data(line_no >= kNumSpecials, source_name, ": expected at least the ", kNumSpecials,
         " reserved symbols <pad> <s> </s> <unk> (one per line), got ", line_no, " lines");
   return vocab;
 }

@@ -16,6 +16,7 @@
 #include "mona/nn/functional.h"
 #include "mona/nn/gmm_attention.h"
 #include "raw_tensor.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 
@@ -23,27 +24,27 @@ namespace mona::nn {
 // Options and factories
 
 void AttentionOptions::validate(const char* who) const {
-  TORCH_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
-  TORCH_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
-  TORCH_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
-  TORCH_CHECK(energy == "additive" || energy == "dot", who,
+  MONA_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
+  MONA_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
+  MONA_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
+  MONA_CHECK(energy == "additive" || energy == "dot", who,
               ": energy must be \"additive\" or \"dot\", got \"", energy, "\"");
-  TORCH_CHECK(monotonic_energy == "additive" || monotonic_energy == "dot", who,
+  MONA_CHECK(monotonic_energy == "additive" || monotonic_energy == "dot", who,
               ": monotonic_energy must be \"additive\" or \"dot\", got \"", monotonic_energy,
               "\"");
-  TORCH_CHECK(std::isfinite(noise_std) && noise_std >= 0, who,
+  MONA_CHECK(std::isfinite(noise_std) && noise_std >= 0, who,
               ": noise_std must be finite and >= 0, got ", noise_std);
-  TORCH_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
-  TORCH_CHECK(threshold > 0 && threshold < 1, who, ": threshold tau must lie in (0, 1), got ",
+  MONA_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
+  MONA_CHECK(threshold > 0 && threshold < 1, who, ": threshold tau must lie in (0, 1), got ",
               threshold);
-  TORCH_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
-  TORCH_CHECK(std::isfinite(gmm_window_radius) && gmm_window_radius > 0, who,
+  MONA_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
+  MONA_CHECK(std::isfinite(gmm_window_radius) && gmm_window_radius > 0, who,
               ": gmm_window_radius must be finite and > 0, got ", gmm_window_radius);
-  TORCH_CHECK(gmm_window_width >= 1, who, ": gmm_window_width c must be >= 1, got ",
+  MONA_CHECK(gmm_window_width >= 1, who, ": gmm_window_width c must be >= 1, got ",
               gmm_window_width);
-  TORCH_CHECK(std::isfinite(gmm_max_step), who, ": gmm_max_step must be finite, got ",
+  MONA_CHECK(std::isfinite(gmm_max_step), who, ": gmm_max_step must be finite, got ",
               gmm_max_step);
-  TORCH_CHECK(std::isfinite(gmm_min_variance) && gmm_min_variance > 0, who,
+  MONA_CHECK(std::isfinite(gmm_min_variance) && gmm_min_variance > 0, who,
               ": gmm_min_variance must be finite and > 0, got ", gmm_min_variance);
 }
 
@@ -53,7 +54,7 @@ std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions
     if (monotonic) return std::make_shared<MonotonicAdditiveEnergy>(options);
     return std::make_shared<AdditiveEnergy>(options);
   }
-  TORCH_CHECK(kind == "dot", "make_energy: kind must be \"additive\" or \"dot\", got \"", kind,
+  MONA_CHECK(kind == "dot", "make_energy: kind must be \"additive\" or \"dot\", got \"", kind,
               "\"");
   return std::make_shared<ScaledDotEnergy>(options);
 }
@@ -79,7 +80,7 @@ std::shared_ptr<Attention> make_attention(const std::string& mechanism,
                                                    : core::GmmWindow::kNone;
     return std::make_shared<GmmAttention>(options, g);
   }
-  TORCH_CHECK(false, "make_attention: mechanism must be one of soft, monotonic, mocha, matcha, "
+  ::mona::detail::fail("make_attention: mechanism must be one of soft, monotonic, mocha, matcha, "
                      "gmm, sagmm, sagmm-tr, sagmm-fixed; got \"", mechanism, "\"");
 }
 
@@ -101,19 +102,19 @@ at::Tensor weighted_sum(const at::Tensor& weights, const at::Tensor& values) {
 
 void check_query(const at::Tensor& q, const Memory& m, int64_t dq, const char* fn) {
   detail::check_tensor(q, fn, "query", 2, "[B, Dq]");
-  TORCH_CHECK(q.size(0) == m.batch() && q.size(1) == dq, fn, ": query: expected [B, Dq] = [",
+  MONA_CHECK(q.size(0) == m.batch() && q.size(1) == dq, fn, ": query: expected [B, Dq] = [",
               m.batch(), ", ", dq, "], got ", q.sizes());
 }
 
 void check_queries(const at::Tensor& q, const Memory& m, int64_t dq, const char* fn) {
   detail::check_tensor(q, fn, "queries", 3, "[B, U, Dq]");
-  TORCH_CHECK(q.size(0) == m.batch() && q.size(2) == dq, fn,
+  MONA_CHECK(q.size(0) == m.batch() && q.size(2) == dq, fn,
               ": queries: expected [B, U, Dq] = [", m.batch(), ", U, ", dq, "], got ", q.sizes());
 }
 
 void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
   detail::check_tensor(s, fn, "state", 2, "[B, T]");
-  TORCH_CHECK(s.size(0) == m.batch() && s.size(1) == m.in_len(), fn,
+  MONA_CHECK(s.size(0) == m.batch() && s.size(1) == m.in_len(), fn,
               ": state: expected the previous alignment [B, T] = [", m.batch(), ", ",
               m.in_len(), "], got ", s.sizes());
 }
@@ -196,7 +197,7 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
     if (!x.defined()) return;
     const int64_t cap = buf.defined() ? buf.size(0) : 0;
     if (!buf.defined() || buf.scalar_type() != x.scalar_type() || buf.size(1) != x.size(1)) {
-      TORCH_CHECK(size_ == 0, "OnlineMemory: frames changed dtype or size mid-stream: got ",
+      MONA_CHECK(size_ == 0, "OnlineMemory: frames changed dtype or size mid-stream: got ",
                   x.scalar_type(), " ", x.sizes());
       buf = at::empty({std::max<int64_t>(16, n), x.size(1)}, x.options());
     } else if (size_ + n > cap) {
@@ -225,7 +226,7 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
 Memory Attention::prepare(const at::Tensor& memory, const at::Tensor& lengths) {
   const char* fn = "Attention::prepare";
   detail::check_tensor(memory, fn, "memory", 3, "[B, T, Dh]");
-  TORCH_CHECK(memory.size(2) == options_.memory_dim, fn, ": memory: expected Dh = ",
+  MONA_CHECK(memory.size(2) == options_.memory_dim, fn, ": memory: expected Dh = ",
               options_.memory_dim, " (AttentionOptions.memory_dim), got ", memory.sizes());
   Memory m;
   m.values = memory;
@@ -258,9 +259,9 @@ void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
   const char* fn = "Attention::extend";
   at::Tensor f = frames.dim() == 1 ? frames.unsqueeze(0) : frames;
   detail::check_tensor(f, fn, "frames", 2, "[n, Dh]");
-  TORCH_CHECK(f.size(1) == options_.memory_dim, fn, ": frames: expected Dh = ",
+  MONA_CHECK(f.size(1) == options_.memory_dim, fn, ": frames: expected Dh = ",
               options_.memory_dim, ", got ", f.sizes());
-  TORCH_CHECK(!memory.finished(), fn, ": the stream's input is already finished; reset() it");
+  MONA_CHECK(!memory.finished(), fn, ": the stream's input is already finished; reset() it");
   if (f.size(0) == 0) return;
   torch::NoGradGuard no_grad;
   // One entry at a time: a matrix product's rounding can depend on how many rows it gets
@@ -277,13 +278,13 @@ void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
 namespace {
 void check_hard_query(const at::Tensor& query, const OnlineMemory& memory, int64_t dq,
                       const char* fn) {
-  TORCH_CHECK(query.defined() && query.is_cpu(), fn,
+  MONA_CHECK(query.defined() && query.is_cpu(), fn,
               ": query: expected a defined CPU tensor",
               query.defined() ? std::string(", got device ") + query.device().str() : "");
-  TORCH_CHECK(query.numel() == dq, fn, ": query: expected Dq = ", dq, " values, got ",
+  MONA_CHECK(query.numel() == dq, fn, ": query: expected Dq = ", dq, " values, got ",
               query.sizes());
   if (memory.size() > 0) {
-    TORCH_CHECK(query.scalar_type() == memory.dtype(), fn,
+    MONA_CHECK(query.scalar_type() == memory.dtype(), fn,
                 ": query: expected dtype ", memory.dtype(),
                 " (that of the memory), got ", query.scalar_type());
   }

@@ -10,12 +10,13 @@
 
 #include "check.h"
 #include "mona/nn/conditional_bernoulli.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 
 // ---------------------------------------------------------------------------------------
 MovingAverageBaseline::MovingAverageBaseline(double decay) : decay_(decay) {
-  TORCH_CHECK(decay >= 0 && decay < 1, "mona::nn::MovingAverageBaseline: decay must lie in ",
+  MONA_CHECK(decay >= 0 && decay < 1, "mona::nn::MovingAverageBaseline: decay must lie in ",
               "[0, 1), got ", decay);
 }
 
@@ -64,10 +65,10 @@ Problem prepare(const char* fn, const at::Tensor& logits, const at::Tensor& log_
   detail::check_tensor(logits, fn, "logits", 2, "[B, T]");
   detail::check_tensor(log_emit, fn, "log_emit", 3, "[B, U, T]");
   const int64_t B = logits.size(0), T = logits.size(1), U = log_emit.size(1);
-  TORCH_CHECK(log_emit.size(0) == B && log_emit.size(2) == T, fn,
+  MONA_CHECK(log_emit.size(0) == B && log_emit.size(2) == T, fn,
               ": log_emit: expected sizes [B, U, T] with B = ", B, ", T = ", T,
               " (those of logits), got ", log_emit.sizes());
-  TORCH_CHECK(log_emit.scalar_type() == logits.scalar_type(), fn, ": log_emit: expected dtype ",
+  MONA_CHECK(log_emit.scalar_type() == logits.scalar_type(), fn, ": log_emit: expected dtype ",
               logits.scalar_type(), " (that of logits), got ", log_emit.scalar_type());
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
   at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
@@ -76,21 +77,21 @@ Problem prepare(const char* fn, const at::Tensor& logits, const at::Tensor& log_
   const at::Tensor n = il.defined() ? il : at::full({B}, T, lopt);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t lb = ol.data_ptr<int64_t>()[b], nb = n.data_ptr<int64_t>()[b];
-    TORCH_CHECK(lb <= nb, fn, ": out_lens[", b, "] = ", lb,
+    MONA_CHECK(lb <= nb, fn, ": out_lens[", b, "] = ", lb,
                 " (labels L) must be <= the number of frames ", nb,
                 " (in_lens, default T): the alignment needs one frame per label");
   }
   if (sampling) {
-    TORCH_CHECK(opts.samples >= 1, fn, ": opts.samples (M) must be >= 1, got ", opts.samples);
-    TORCH_CHECK(opts.baseline != CbBaseline::kMovingAverage || opts.moving_average, fn,
+    MONA_CHECK(opts.samples >= 1, fn, ": opts.samples (M) must be >= 1, got ", opts.samples);
+    MONA_CHECK(opts.baseline != CbBaseline::kMovingAverage || opts.moving_average, fn,
                 ": opts.baseline = kMovingAverage needs opts.moving_average (a "
                 "MovingAverageBaseline), got null");
-    TORCH_CHECK(opts.group >= 1 && B % opts.group == 0, fn, ": opts.group must be >= 1 and ",
+    MONA_CHECK(opts.group >= 1 && B % opts.group == 0, fn, ": opts.group must be >= 1 and ",
                 "divide the batch size ", B, ", got ", opts.group);
-    TORCH_CHECK(opts.baseline != CbBaseline::kLeaveOneOut || opts.samples * opts.group >= 2, fn,
+    MONA_CHECK(opts.baseline != CbBaseline::kLeaveOneOut || opts.samples * opts.group >= 2, fn,
                 ": opts.baseline = kLeaveOneOut needs opts.samples * opts.group >= 2, got ",
                 opts.samples, " * ", opts.group);
-    TORCH_CHECK(opts.temperature > 0 && std::isfinite(opts.temperature), fn,
+    MONA_CHECK(opts.temperature > 0 && std::isfinite(opts.temperature), fn,
                 ": opts.temperature must be finite and > 0, got ", opts.temperature);
   }
   Problem p;
@@ -483,7 +484,7 @@ CbEstimator parse_cb_estimator(const std::string& name) {
                  CbEstimator::kStraightThroughBb, CbEstimator::kExact}) {
     if (cb_estimator_name(e) == name) return e;
   }
-  TORCH_CHECK(false, "mona::nn::parse_cb_estimator: unknown estimator '", name,
+  ::mona::detail::fail("mona::nn::parse_cb_estimator: unknown estimator '", name,
               "'; expected one of reinforce, cb, db, idb, bb, st-idb, st-bb, exact");
 }
 
@@ -519,7 +520,7 @@ at::Tensor cb_estimator_loss(CbEstimator e, const at::Tensor& logits, const at::
       return loss;
     }
   }
-  TORCH_CHECK(false, "mona::nn::cb_estimator_loss: bad estimator");
+  ::mona::detail::fail("mona::nn::cb_estimator_loss: bad estimator");
 }
 
 }  // namespace mona::nn

@@ -1,13 +1,14 @@
 // Internal: the argument checks of the LibTorch adapters. One block per entry point,
-// TORCH_CHECK messages naming the function, the argument and the values found.
+// messages naming the function, the argument and the values found (mona::ArgumentError,
+// MONA_CHECK).
 #pragma once
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <string>
 
+#include "mona/core/error.h"
 #include "mona/core/grid.h"
 
 namespace mona::nn::detail {
@@ -15,21 +16,21 @@ namespace mona::nn::detail {
 /// A defined CPU float32/float64 tensor of rank `dim` ("[B, U, T]" describes the dims).
 inline void check_tensor(const at::Tensor& t, const char* fn, const char* name, int64_t dim,
                          const char* dims) {
-  TORCH_CHECK(t.defined(), fn, ": ", name, " must be a defined tensor");
-  TORCH_CHECK(t.device().is_cpu(), fn, ": ", name, ": expected a CPU tensor, got device ",
+  MONA_CHECK(t.defined(), fn, ": ", name, " must be a defined tensor");
+  MONA_CHECK(t.device().is_cpu(), fn, ": ", name, ": expected a CPU tensor, got device ",
               t.device(), " (mona's kernels run on the CPU; call .cpu() explicitly)");
-  TORCH_CHECK(t.dim() == dim, fn, ": ", name, ": expected ", dim, " dims ", dims, ", got ",
+  MONA_CHECK(t.dim() == dim, fn, ": ", name, ": expected ", dim, " dims ", dims, ", got ",
               t.sizes());
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, fn, ": ", name,
+  MONA_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, fn, ": ", name,
               ": expected dtype float32 or float64, got ", t.scalar_type());
 }
 
 /// `t` has the same sizes and dtype as `ref`.
 inline void check_like(const at::Tensor& t, const at::Tensor& ref, const char* fn,
                        const char* name, const char* ref_name) {
-  TORCH_CHECK(t.sizes() == ref.sizes(), fn, ": ", name, ": expected sizes ", ref.sizes(),
+  MONA_CHECK(t.sizes() == ref.sizes(), fn, ": ", name, ": expected sizes ", ref.sizes(),
               " (those of ", ref_name, "), got ", t.sizes());
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), fn, ": ", name, ": expected dtype ",
+  MONA_CHECK(t.scalar_type() == ref.scalar_type(), fn, ": ", name, ": expected dtype ",
               ref.scalar_type(), " (that of ", ref_name, "), got ", t.scalar_type());
 }
 
@@ -38,16 +39,16 @@ inline void check_like(const at::Tensor& t, const at::Tensor& ref, const char* f
 inline at::Tensor check_lengths(const at::Tensor& lens, const char* fn, const char* name,
                                 int64_t batch, int64_t max) {
   if (!lens.defined()) return lens;
-  TORCH_CHECK(lens.device().is_cpu(), fn, ": ", name, ": expected a CPU tensor, got device ",
+  MONA_CHECK(lens.device().is_cpu(), fn, ": ", name, ": expected a CPU tensor, got device ",
               lens.device());
-  TORCH_CHECK(lens.dim() == 1 && lens.size(0) == batch, fn, ": ", name,
+  MONA_CHECK(lens.dim() == 1 && lens.size(0) == batch, fn, ": ", name,
               ": expected shape [B] = [", batch, "], got ", lens.sizes());
-  TORCH_CHECK(lens.scalar_type() == at::kLong || lens.scalar_type() == at::kInt, fn, ": ",
+  MONA_CHECK(lens.scalar_type() == at::kLong || lens.scalar_type() == at::kInt, fn, ": ",
               name, ": expected an integer dtype (int64), got ", lens.scalar_type());
   at::Tensor l = lens.to(at::kLong).contiguous();
   const int64_t* v = l.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(v[b] >= 0 && v[b] <= max, fn, ": ", name, "[", b, "] must lie in [0, ", max,
+    MONA_CHECK(v[b] >= 0 && v[b] <= max, fn, ": ", name, "[", b, "] must lie in [0, ", max,
                 "], got ", v[b]);
   }
   return l;

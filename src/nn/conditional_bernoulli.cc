@@ -13,6 +13,7 @@
 #include "mona/core/cb_marginal.h"
 #include "mona/core/conditional_bernoulli.h"
 #include "mona/core/poisson_binomial.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 namespace {
@@ -243,20 +244,20 @@ struct MarginalFn : torch::autograd::Function<MarginalFn> {
 // k [B] integer CPU, 0 <= k[b] <= T_b. Returns contiguous int64.
 at::Tensor check_k(const at::Tensor& k, const char* fn, const char* name, int64_t batch,
                    int64_t T, const at::Tensor& in_lens) {
-  TORCH_CHECK(k.defined(), fn, ": ", name, " must be a defined tensor");
-  TORCH_CHECK(k.device().is_cpu(), fn, ": ", name, ": expected a CPU tensor, got device ",
+  MONA_CHECK(k.defined(), fn, ": ", name, " must be a defined tensor");
+  MONA_CHECK(k.device().is_cpu(), fn, ": ", name, ": expected a CPU tensor, got device ",
               k.device());
-  TORCH_CHECK(k.dim() == 1 && k.size(0) == batch, fn, ": ", name, ": expected shape [B] = [",
+  MONA_CHECK(k.dim() == 1 && k.size(0) == batch, fn, ": ", name, ": expected shape [B] = [",
               batch, "], got ", k.sizes());
-  TORCH_CHECK(k.scalar_type() == at::kLong || k.scalar_type() == at::kInt, fn, ": ", name,
+  MONA_CHECK(k.scalar_type() == at::kLong || k.scalar_type() == at::kInt, fn, ": ", name,
               ": expected an integer dtype (int64), got ", k.scalar_type());
   at::Tensor kk = k.to(at::kLong).contiguous();
   const int64_t* v = kk.data_ptr<int64_t>();
   const int64_t* il = detail::ptr_or_null(in_lens);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = il ? il[b] : T;
-    TORCH_CHECK(v[b] >= 0, fn, ": ", name, "[", b, "] must be >= 0, got ", v[b]);
-    TORCH_CHECK(v[b] <= n, fn, ": ", name, "[", b, "] must be <= ", (il ? "in_lens" : "T"),
+    MONA_CHECK(v[b] >= 0, fn, ": ", name, "[", b, "] must be >= 0, got ", v[b]);
+    MONA_CHECK(v[b] <= n, fn, ": ", name, "[", b, "] must be <= ", (il ? "in_lens" : "T"),
                 (il ? "[" + std::to_string(b) + "]" : std::string()), " = ", n,
                 " (cannot have more highs than trials), got ", v[b]);
   }
@@ -274,7 +275,7 @@ std::pair<at::Tensor, at::Tensor> check_b(const at::Tensor& b, const at::Tensor&
                             in_lens.unsqueeze(1);
     bc = bc * mask.to(bc.scalar_type());
   }
-  TORCH_CHECK(((bc == 0) | (bc == 1)).all().item<bool>(), fn,
+  MONA_CHECK(((bc == 0) | (bc == 1)).all().item<bool>(), fn,
               ": b: expected values in {0, 1}");
   return {bc, bc.sum(1).round().to(at::kLong).contiguous()};
 }
@@ -355,9 +356,9 @@ at::Tensor cb_db_step_log_probs(const at::Tensor& logits, const at::Tensor& orde
   const char* fn = "mona::nn::cb_db_step_log_probs";
   const auto c = check_logits_k(logits, k, in_lens, fn);
   const int64_t K = max_of(c.k);
-  TORCH_CHECK(order.defined() && order.device().is_cpu() && order.scalar_type() == at::kLong,
+  MONA_CHECK(order.defined() && order.device().is_cpu() && order.scalar_type() == at::kLong,
               fn, ": order: expected a defined int64 CPU tensor");
-  TORCH_CHECK(order.dim() == 2 && order.size(0) == logits.size(0) && order.size(1) == K, fn,
+  MONA_CHECK(order.dim() == 2 && order.size(0) == logits.size(0) && order.size(1) == K, fn,
               ": order: expected sizes [B, K] = [", logits.size(0), ", ", K,
               "] (K = max k), got ", order.sizes());
   return StepFn<StepKind::kDb>::apply(c.logits, CbArgs{c.in_lens, c.k, order.contiguous()});
@@ -429,10 +430,10 @@ at::Tensor cb_marginal_log_likelihood(const at::Tensor& logits, const at::Tensor
   detail::check_tensor(logits, fn, "logits", 2, "[B, T]");
   detail::check_tensor(log_emit, fn, "log_emit", 3, "[B, U, T]");
   const int64_t B = logits.size(0), T = logits.size(1), U = log_emit.size(1);
-  TORCH_CHECK(log_emit.size(0) == B && log_emit.size(2) == T, fn,
+  MONA_CHECK(log_emit.size(0) == B && log_emit.size(2) == T, fn,
               ": log_emit: expected sizes [B, U, T] with B = ", B, ", T = ", T,
               " (those of logits), got ", log_emit.sizes());
-  TORCH_CHECK(log_emit.scalar_type() == logits.scalar_type(), fn, ": log_emit: expected dtype ",
+  MONA_CHECK(log_emit.scalar_type() == logits.scalar_type(), fn, ": log_emit: expected dtype ",
               logits.scalar_type(), " (that of logits), got ", log_emit.scalar_type());
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
   at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
@@ -441,7 +442,7 @@ at::Tensor cb_marginal_log_likelihood(const at::Tensor& logits, const at::Tensor
   const int64_t* n = detail::ptr_or_null(il);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t nb = n ? n[b] : T;
-    TORCH_CHECK(l[b] <= nb, fn, ": out_lens[", b, "] = ", l[b],
+    MONA_CHECK(l[b] <= nb, fn, ": out_lens[", b, "] = ", l[b],
                 " (labels L) must be <= the number of frames ", nb,
                 " (in_lens, default T): P(c) = 0");
   }

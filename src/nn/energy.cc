@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "raw_tensor.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 
@@ -20,10 +21,10 @@ at::Tensor flat_query(const at::Tensor& query) {
 }  // namespace
 
 void EnergyOptions::validate(const char* who) const {
-  TORCH_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
-  TORCH_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
-  TORCH_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
-  TORCH_CHECK(std::isfinite(init_r), who, ": init_r must be finite, got ", init_r);
+  MONA_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
+  MONA_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
+  MONA_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
+  MONA_CHECK(std::isfinite(init_r), who, ": init_r must be finite, got ", init_r);
 }
 
 AdditiveEnergy::AdditiveEnergy(const EnergyOptions& o, bool monotonic)

@@ -9,6 +9,7 @@
 #include "mona/core/mocha.h"
 #include "mona/core/monotonic.h"
 #include "mona/core/softmax.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 namespace {
@@ -214,9 +215,9 @@ at::Tensor monotonic_alignment(const at::Tensor& p, const at::Tensor& in_lens,
   at::Tensor a0;
   if (alpha0.defined()) {
     detail::check_tensor(alpha0, fn, "alpha0", 2, "[B, T]");
-    TORCH_CHECK(alpha0.size(0) == B && alpha0.size(1) == T, fn,
+    MONA_CHECK(alpha0.size(0) == B && alpha0.size(1) == T, fn,
                 ": alpha0: expected sizes [B, T] = [", B, ", ", T, "], got ", alpha0.sizes());
-    TORCH_CHECK(alpha0.scalar_type() == p.scalar_type(), fn, ": alpha0: expected dtype ",
+    MONA_CHECK(alpha0.scalar_type() == p.scalar_type(), fn, ": alpha0: expected dtype ",
                 p.scalar_type(), " (that of p), got ", alpha0.scalar_type());
     a0 = alpha0.contiguous();
   } else {  // the default initial alignment: all mass on entry 0 (002 sec. 2.2)
@@ -244,7 +245,7 @@ at::Tensor mocha_chunkwise(const at::Tensor& alpha, const at::Tensor& u, int64_t
   detail::check_tensor(alpha, fn, "alpha", 3, "[B, U, T]");
   detail::check_tensor(u, fn, "u", 3, "[B, U, T]");
   detail::check_like(u, alpha, fn, "u", "alpha");
-  TORCH_CHECK(w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
+  MONA_CHECK(w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", alpha.size(0), alpha.size(2));
   const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", alpha.size(0), alpha.size(1));
   return MochaFn::apply(alpha.contiguous(), u.contiguous(), w, Lengths{il, ol});

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "check.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 namespace {
@@ -146,10 +147,10 @@ class PositionEnergy : public Energy {
     return (memory.unsqueeze(-2) * proj->weight).sum(-1) + proj->bias;
   }
   at::Tensor forward(const at::Tensor&, const at::Tensor&) override {
-    TORCH_CHECK(false, "GmmAttention: the position projection is not an energy function");
+    ::mona::detail::fail("GmmAttention: the position projection is not an energy function");
   }
   EnergyScorer scorer(const at::Tensor&) override {
-    TORCH_CHECK(false, "GmmAttention: the position projection has no scorer");
+    ::mona::detail::fail("GmmAttention: the position projection has no scorer");
   }
   int64_t key_dim() const override { return heads_; }
   torch::nn::Linear proj{nullptr};
@@ -179,15 +180,15 @@ at::Tensor gmm_attention_weights(const at::Tensor& mu, const at::Tensor& varianc
     w = at::ones_like(mu);
   }
   const int64_t B = mu.size(0), U = mu.size(1);
-  TORCH_CHECK(nu.defined() || delta.defined() || in_lens.defined(), fn,
+  MONA_CHECK(nu.defined() || delta.defined() || in_lens.defined(), fn,
               ": nu, delta or in_lens must be given (they fix T)");
   const int64_t T = nu.defined() ? nu.size(-1) : delta.defined() ? delta.size(-1)
                                                                : in_lens.max().item<int64_t>();
   at::Tensor n = nu, d = delta;
   if (n.defined()) {
     detail::check_tensor(n, fn, "nu", 2, "[B, T]");
-    TORCH_CHECK(n.size(0) == B, fn, ": nu: expected [B, T] with B = ", B, ", got ", n.sizes());
-    TORCH_CHECK(n.scalar_type() == mu.scalar_type(), fn, ": nu: expected dtype ",
+    MONA_CHECK(n.size(0) == B, fn, ": nu: expected [B, T] with B = ", B, ", got ", n.sizes());
+    MONA_CHECK(n.scalar_type() == mu.scalar_type(), fn, ": nu: expected dtype ",
                 mu.scalar_type(), " (that of mu), got ", n.scalar_type());
   } else {
     n = default_positions(B, T, mu.options());
@@ -215,11 +216,11 @@ at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double
   at::Tensor n = nu;
   if (n.defined()) {
     detail::check_tensor(n, fn, "nu", 2, "[B, T]");
-    TORCH_CHECK(n.size(0) == B && n.scalar_type() == mu.scalar_type(), fn,
+    MONA_CHECK(n.size(0) == B && n.scalar_type() == mu.scalar_type(), fn,
                 ": nu: expected [B, T] with B = ", B, " and dtype ", mu.scalar_type(), ", got ",
                 n.sizes(), " ", n.scalar_type());
   } else {
-    TORCH_CHECK(in_lens.defined(), fn, ": nu or in_lens must be given (they fix T)");
+    MONA_CHECK(in_lens.defined(), fn, ": nu or in_lens must be given (they fix T)");
     n = default_positions(B, in_lens.max().item<int64_t>(), mu.options());
   }
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, n.size(1));
@@ -232,7 +233,7 @@ EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, d
                           at::Generator gen) {
   const char* fn = "mona::nn::append_eos_frame";
   detail::check_tensor(memory, fn, "memory", 3, "[B, T, D]");
-  TORCH_CHECK(p_eos >= 0.0 && p_eos <= 1.0, fn, ": p_eos must lie in [0, 1], got ", p_eos);
+  MONA_CHECK(p_eos >= 0.0 && p_eos <= 1.0, fn, ": p_eos must lie in [0, 1], got ", p_eos);
   const int64_t B = memory.size(0), T = memory.size(1), D = memory.size(2);
   at::Tensor lens = detail::check_lengths(lengths, fn, "lengths", B, T);
   if (!lens.defined()) lens = at::full({B}, T, at::kLong);
@@ -253,11 +254,11 @@ EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, d
 // Modules
 
 void GmmAttentionOptions::validate(const char* who) const {
-  TORCH_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
-  TORCH_CHECK(std::isfinite(max_step), who, ": max_step must be finite, got ", max_step);
-  TORCH_CHECK(std::isfinite(min_variance) && min_variance > 0, who,
+  MONA_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
+  MONA_CHECK(std::isfinite(max_step), who, ": max_step must be finite, got ", max_step);
+  MONA_CHECK(std::isfinite(min_variance) && min_variance > 0, who,
               ": min_variance must be finite and > 0, got ", min_variance);
-  TORCH_CHECK(std::isfinite(init_step_bias), who, ": init_step_bias must be finite, got ",
+  MONA_CHECK(std::isfinite(init_step_bias), who, ": init_step_bias must be finite, got ",
               init_step_bias);
   window.validate();
 }
@@ -330,11 +331,11 @@ StepOutput GmmAttention::step(const at::Tensor& query, const Memory& memory,
                               const at::Tensor& state) {
   const char* fn = "GmmAttention::step";
   detail::check_tensor(query, fn, "query", 2, "[B, Dq]");
-  TORCH_CHECK(query.size(0) == memory.batch() && query.size(1) == options_.query_dim, fn,
+  MONA_CHECK(query.size(0) == memory.batch() && query.size(1) == options_.query_dim, fn,
               ": query: expected [B, Dq] = [", memory.batch(), ", ", options_.query_dim,
               "], got ", query.sizes());
   detail::check_tensor(state, fn, "state", 2, "[B, H]");
-  TORCH_CHECK(state.size(0) == memory.batch() && state.size(1) == gmm_.num_heads, fn,
+  MONA_CHECK(state.size(0) == memory.batch() && state.size(1) == gmm_.num_heads, fn,
               ": state: expected mu of the previous step [B, H] = [", memory.batch(), ", ",
               gmm_.num_heads, "], got ", state.sizes());
   const Params p = params(query.unsqueeze(1));
@@ -350,7 +351,7 @@ SequenceOutput GmmAttention::forward(const at::Tensor& queries, const Memory& me
                                      const at::Tensor& out_lengths) {
   const char* fn = "GmmAttention::forward";
   detail::check_tensor(queries, fn, "queries", 3, "[B, U, Dq]");
-  TORCH_CHECK(queries.size(0) == memory.batch() && queries.size(2) == options_.query_dim, fn,
+  MONA_CHECK(queries.size(0) == memory.batch() && queries.size(2) == options_.query_dim, fn,
               ": queries: expected [B, U, Dq] = [", memory.batch(), ", U, ",
               options_.query_dim, "], got ", queries.sizes());
   const at::Tensor ol =
@@ -371,7 +372,7 @@ void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& m
   std::shared_ptr<GmmHardState> next;
   if (state.extension) {
     const auto* cur = dynamic_cast<const GmmHardState*>(state.extension.get());
-    TORCH_CHECK(cur != nullptr,
+    MONA_CHECK(cur != nullptr,
                 "GmmAttention::hard_step: HardState::extension holds another mechanism's "
                 "state; start GMM decoding from a default HardState");
     next = std::make_shared<GmmHardState>(*cur);
@@ -391,9 +392,9 @@ void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& m
 HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
                                        GmmHardState& state) {
   const char* fn = "GmmAttention::hard_step";
-  TORCH_CHECK(query.defined() && query.device().is_cpu(), fn,
+  MONA_CHECK(query.defined() && query.device().is_cpu(), fn,
               ": query: expected a defined CPU tensor");
-  TORCH_CHECK(query.numel() == options_.query_dim, fn, ": query: expected Dq = ",
+  MONA_CHECK(query.numel() == options_.query_dim, fn, ": query: expected Dq = ",
               options_.query_dim, " values, got ", query.sizes());
   torch::NoGradGuard no_grad;
   const int64_t H = gmm_.num_heads, n = memory.size();
@@ -405,9 +406,9 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     state.end.assign(H, 0);
     state.window_weights.assign(H, {});
   }
-  TORCH_CHECK(static_cast<int64_t>(state.mu.size()) == H, fn, ": state has ", state.mu.size(),
+  MONA_CHECK(static_cast<int64_t>(state.mu.size()) == H, fn, ": state has ", state.mu.size(),
               " heads, the module ", H, "; start from a fresh GmmHardState");
-  TORCH_CHECK(n >= state.frames, fn, ": the memory has ", n, " frames, fewer than the ",
+  MONA_CHECK(n >= state.frames, fn, ": the memory has ", n, " frames, fewer than the ",
               state.frames, " this state has seen (memory reset?); start from a fresh state");
   if (!state.positions) {
     state.positions = std::make_shared<GmmPositions>();
@@ -415,7 +416,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     state.positions->delta.assign(H, {});
   }
   GmmPositions& pos = *state.positions;
-  TORCH_CHECK(pos.frames <= n, fn, ": the state's shared positions cover ", pos.frames,
+  MONA_CHECK(pos.frames <= n, fn, ": the state's shared positions cover ", pos.frames,
               " frames but the memory has ", n,
               " (a state of another stream or utterance?); start from a fresh state");
   // Positions of frames no copy has computed yet (running sum of delta), appended to the

@@ -1,5 +1,6 @@
 // Greedy and beam search; see include/mona/nn/search.h.
 #include "mona/nn/search.h"
+#include "mona/core/error.h"
 
 #include <torch/torch.h>
 
@@ -37,11 +38,11 @@ int64_t best_token(const at::Tensor& log_probs) { return top_k(log_probs, 1)[0].
 }  // namespace
 
 void SearchOptions::validate() const {
-  TORCH_CHECK(beam >= 0, "SearchOptions: beam must be >= 0 (0 = greedy), got ", beam);
-  TORCH_CHECK(std::isfinite(threshold) && threshold > 0, "SearchOptions: threshold must be > 0, got ", threshold);
-  TORCH_CHECK(std::isfinite(length_ratio) && length_ratio > 0, "SearchOptions: length_ratio must be > 0, got ",
+  MONA_CHECK(beam >= 0, "SearchOptions: beam must be >= 0 (0 = greedy), got ", beam);
+  MONA_CHECK(std::isfinite(threshold) && threshold > 0, "SearchOptions: threshold must be > 0, got ", threshold);
+  MONA_CHECK(std::isfinite(length_ratio) && length_ratio > 0, "SearchOptions: length_ratio must be > 0, got ",
               length_ratio);
-  TORCH_CHECK(length_bonus >= 0, "SearchOptions: length_bonus must be >= 0, got ", length_bonus);
+  MONA_CHECK(length_bonus >= 0, "SearchOptions: length_bonus must be >= 0, got ", length_bonus);
 }
 
 OnlineSearch::OnlineSearch(SearchOptions options) : options_(options) { options_.validate(); }
@@ -68,13 +69,13 @@ bool OnlineSearch::blocked_on(const OnlineMemory& memory) const {
 
 const Hypothesis& OnlineSearch::best() const {
   const std::vector<Hypothesis>& pool = !finished_.empty() ? finished_ : live_;
-  TORCH_CHECK(!pool.empty(), "OnlineSearch::best: reset() was not called");
+  MONA_CHECK(!pool.empty(), "OnlineSearch::best: reset() was not called");
   return *std::max_element(pool.begin(), pool.end(),
                            [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });
 }
 
 bool OnlineSearch::advance(Decoder& decoder, const OnlineMemory& memory) {
-  TORCH_CHECK(!live_.empty() || done_, "OnlineSearch::advance: reset() was not called");
+  MONA_CHECK(!live_.empty() || done_, "OnlineSearch::advance: reset() was not called");
   if (done_) return false;
   torch::NoGradGuard no_grad;
   const bool progress = options_.beam == 0 ? advance_greedy(decoder, memory) : advance_beam(decoder, memory);
@@ -186,7 +187,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
 
 Hypothesis decode_expected(Decoder& decoder, const Memory& memory, const SearchOptions& options) {
   options.validate();
-  TORCH_CHECK(memory.batch() == 1, "decode_expected: expected a memory with B = 1, got ", memory.batch());
+  MONA_CHECK(memory.batch() == 1, "decode_expected: expected a memory with B = 1, got ", memory.batch());
   torch::NoGradGuard no_grad;
   struct State {
     Hypothesis hyp;
@@ -251,7 +252,7 @@ Hypothesis decode_expected(Decoder& decoder, const Memory& memory, const SearchO
     for (const auto& l : live) best_live = std::max(best_live, l.hyp.score);
     if (best_finished >= best_live) break;
   }
-  TORCH_CHECK(!finished.empty(), "decode_expected: no hypothesis finished");
+  MONA_CHECK(!finished.empty(), "decode_expected: no hypothesis finished");
   return *std::max_element(finished.begin(), finished.end(),
                            [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });
 }

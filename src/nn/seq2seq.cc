@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "mona/nn/gmm_attention.h"
+#include "mona/core/error.h"
 
 namespace mona::nn {
 
@@ -18,26 +19,26 @@ int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / 2 + 1 : 0; }  // 3x3, str
 
 void ModelOptions::validate() const {
   const char* w = "ModelOptions";
-  TORCH_CHECK(input_kind == "symbols" || input_kind == "features", w,
+  MONA_CHECK(input_kind == "symbols" || input_kind == "features", w,
               ": input_kind must be \"symbols\" or \"features\", got \"", input_kind, "\"");
   if (input_kind == "symbols") {
-    TORCH_CHECK(input_vocab > 0, w, ": input_vocab must be > 0 for symbol inputs, got ", input_vocab);
-    TORCH_CHECK(embedding_dim > 0, w, ": embedding_dim must be > 0, got ", embedding_dim);
+    MONA_CHECK(input_vocab > 0, w, ": input_vocab must be > 0 for symbol inputs, got ", input_vocab);
+    MONA_CHECK(embedding_dim > 0, w, ": embedding_dim must be > 0, got ", embedding_dim);
   } else {
-    TORCH_CHECK(feature_dim > 0, w, ": feature_dim must be > 0 for feature inputs, got ", feature_dim);
-    TORCH_CHECK(conv_channels > 0, w, ": conv_channels must be > 0, got ", conv_channels);
+    MONA_CHECK(feature_dim > 0, w, ": feature_dim must be > 0 for feature inputs, got ", feature_dim);
+    MONA_CHECK(conv_channels > 0, w, ": conv_channels must be > 0, got ", conv_channels);
   }
-  TORCH_CHECK(encoder_layers >= 1, w, ": encoder_layers must be >= 1, got ", encoder_layers);
-  TORCH_CHECK(encoder_hidden > 0, w, ": encoder_hidden must be > 0, got ", encoder_hidden);
-  TORCH_CHECK(projection_dim >= 0, w, ": projection_dim must be >= 0, got ", projection_dim);
-  TORCH_CHECK(lookahead >= 0, w, ": lookahead must be >= 0, got ", lookahead);
-  TORCH_CHECK(lookahead == 0 || !bidirectional, w, ": lookahead must be 0 with a bidirectional encoder "
+  MONA_CHECK(encoder_layers >= 1, w, ": encoder_layers must be >= 1, got ", encoder_layers);
+  MONA_CHECK(encoder_hidden > 0, w, ": encoder_hidden must be > 0, got ", encoder_hidden);
+  MONA_CHECK(projection_dim >= 0, w, ": projection_dim must be >= 0, got ", projection_dim);
+  MONA_CHECK(lookahead >= 0, w, ": lookahead must be >= 0, got ", lookahead);
+  MONA_CHECK(lookahead == 0 || !bidirectional, w, ": lookahead must be 0 with a bidirectional encoder "
               "(it already sees the whole input), got ", lookahead);
-  TORCH_CHECK(output_vocab > 3, w, ": output_vocab must be > 3 (4 reserved symbols), got ", output_vocab);
-  TORCH_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
-  TORCH_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
-  TORCH_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);
-  TORCH_CHECK(attention == "soft" || attention == "monotonic" || attention == "mocha" ||
+  MONA_CHECK(output_vocab > 3, w, ": output_vocab must be > 3 (4 reserved symbols), got ", output_vocab);
+  MONA_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
+  MONA_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
+  MONA_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);
+  MONA_CHECK(attention == "soft" || attention == "monotonic" || attention == "mocha" ||
                   attention == "matcha" || attention == "gmm" || attention == "sagmm" ||
                   attention == "sagmm-tr" || attention == "sagmm-fixed",
               w, ": attention must be soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr or "
@@ -105,16 +106,16 @@ at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
 
 std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, const at::Tensor& lengths) {
   const char* fn = "Encoder::forward";
-  TORCH_CHECK(inputs.defined() && inputs.device().is_cpu(), fn, ": inputs: expected a CPU tensor");
+  MONA_CHECK(inputs.defined() && inputs.device().is_cpu(), fn, ": inputs: expected a CPU tensor");
   const at::Tensor lens = detail::check_lengths(lengths, fn, "lengths", inputs.size(0), inputs.size(1));
-  TORCH_CHECK(lens.defined(), fn, ": lengths must be given");
+  MONA_CHECK(lens.defined(), fn, ": lengths must be given");
   at::Tensor x;
   at::Tensor out_lens = lens;
   if (options_.input_kind == "symbols") {
-    TORCH_CHECK(inputs.dim() == 2 && inputs.scalar_type() == at::kLong, fn,
+    MONA_CHECK(inputs.dim() == 2 && inputs.scalar_type() == at::kLong, fn,
                 ": inputs: expected int64 symbols [B, T], got ", inputs.scalar_type(), " ", inputs.sizes());
     const int64_t V = options_.input_vocab;
-    TORCH_CHECK(inputs.numel() == 0 || (inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < V),
+    MONA_CHECK(inputs.numel() == 0 || (inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < V),
                 fn, ": inputs: symbol ids must lie in [0, ", V, ")");
     if (options_.append_eos) {  // x[b, lens[b]] = </s>; padding stays <pad>
       at::Tensor with_eos = torch::cat({inputs, torch::zeros({inputs.size(0), 1}, inputs.options())}, 1);
@@ -125,7 +126,7 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
       x = embedding(inputs);
     }
   } else {
-    TORCH_CHECK(inputs.dim() == 3 && inputs.size(2) == options_.feature_dim, fn,
+    MONA_CHECK(inputs.dim() == 3 && inputs.size(2) == options_.feature_dim, fn,
                 ": inputs: expected features [B, T, F = ", options_.feature_dim, "], got ", inputs.sizes());
     const int64_t T = inputs.size(1);
     auto time_mask = [](const at::Tensor& l, int64_t n, const at::TensorOptions& opt) {
@@ -180,17 +181,17 @@ at::Tensor Encoder::conv2_frame(const EncoderStream& s, int64_t m, int64_t T1) {
 
 at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool finished) {
   const char* fn = "Encoder::stream";
-  TORCH_CHECK(!s.finished, fn, ": the stream is already finished");
-  TORCH_CHECK(!is_training(), fn, ": call eval() before streaming");
+  MONA_CHECK(!s.finished, fn, ": the stream is already finished");
+  MONA_CHECK(!is_training(), fn, ": call eval() before streaming");
   const bool symbols = options_.input_kind == "symbols";
   if (inputs.defined() && inputs.numel() > 0) {
     if (symbols) {
-      TORCH_CHECK(inputs.dim() == 1 && inputs.scalar_type() == at::kLong, fn,
+      MONA_CHECK(inputs.dim() == 1 && inputs.scalar_type() == at::kLong, fn,
                   ": inputs: expected int64 symbols [n], got ", inputs.scalar_type(), " ", inputs.sizes());
-      TORCH_CHECK(inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < options_.input_vocab,
+      MONA_CHECK(inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < options_.input_vocab,
                   fn, ": inputs: symbol ids must lie in [0, ", options_.input_vocab, ")");
     } else {
-      TORCH_CHECK(inputs.dim() == 2 && inputs.size(1) == options_.feature_dim, fn,
+      MONA_CHECK(inputs.dim() == 2 && inputs.size(1) == options_.feature_dim, fn,
                   ": inputs: expected frames [n, F = ", options_.feature_dim, "], got ", inputs.sizes());
     }
   }
@@ -356,19 +357,19 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
                          at::Tensor* weights, int64_t* tokens,
                          const LengthPenaltyOptions* length_penalty) {
   const char* fn = "Seq2Seq::loss";
-  TORCH_CHECK(targets.dim() == 2 && targets.scalar_type() == at::kLong, fn,
+  MONA_CHECK(targets.dim() == 2 && targets.scalar_type() == at::kLong, fn,
               ": targets: expected int64 [B, U], got ", targets.scalar_type(), " ", targets.sizes());
-  TORCH_CHECK(targets.size(0) == inputs.size(0), fn, ": targets: batch ", targets.size(0),
+  MONA_CHECK(targets.size(0) == inputs.size(0), fn, ": targets: batch ", targets.size(0),
               " differs from inputs' ", inputs.size(0));
   const at::Tensor tl = detail::check_lengths(target_lengths, fn, "target_lengths", targets.size(0), targets.size(1));
-  TORCH_CHECK(tl.defined(), fn, ": target_lengths must be given");
-  TORCH_CHECK(smoothing.uniform >= 0 && smoothing.uniform < 1, fn,
+  MONA_CHECK(tl.defined(), fn, ": target_lengths must be given");
+  MONA_CHECK(smoothing.uniform >= 0 && smoothing.uniform < 1, fn,
               ": uniform label smoothing must lie in [0, 1), got ", smoothing.uniform);
-  TORCH_CHECK(smoothing.localized.empty() || smoothing.localized.size() == 4, fn,
+  MONA_CHECK(smoothing.localized.empty() || smoothing.localized.size() == 4, fn,
               ": localized label smoothing needs 4 weights (offsets -2, -1, +1, +2), got ",
               smoothing.localized.size());
   if (length_penalty) {
-    TORCH_CHECK(std::isfinite(length_penalty->lambda) && length_penalty->lambda >= 0, fn,
+    MONA_CHECK(std::isfinite(length_penalty->lambda) && length_penalty->lambda >= 0, fn,
                 ": LengthPenaltyOptions.lambda must be finite and >= 0, got ",
                 length_penalty->lambda);
   }

@@ -1,5 +1,6 @@
 // The online runtime; see include/mona/stream/stream.h.
 #include "mona/stream/stream.h"
+#include "mona/core/error.h"
 
 #include <torch/torch.h>
 
@@ -7,7 +8,7 @@ namespace mona::stream {
 
 Recognizer::Recognizer(std::shared_ptr<nn::Seq2Seq> model, nn::SearchOptions search)
     : model_(std::move(model)), search_(search) {
-  TORCH_CHECK(model_ != nullptr, "Recognizer: model must not be null");
+  MONA_CHECK(model_ != nullptr, "Recognizer: model must not be null");
   search_.validate();
   model_->eval();
   subsampling_ = model_->options().input_kind == "features" ? 4 : 1;
@@ -20,7 +21,7 @@ std::unique_ptr<Stream> Recognizer::create_stream() const {
 }
 
 void Recognizer::accept(Stream& s, const at::Tensor& inputs) const {
-  TORCH_CHECK(!s.finished_, "Recognizer::accept: input_finished() was already called for this stream");
+  MONA_CHECK(!s.finished_, "Recognizer::accept: input_finished() was already called for this stream");
   torch::NoGradGuard no_grad;
   const at::Tensor entries = model_->encoder->stream(s.encoder_, inputs, false);
   if (entries.size(0) > 0) model_->decoder->attention->extend(s.memory_, entries);

@@ -12,6 +12,7 @@ namespace {
 
 using detail::check;
 using detail::fail;
+using detail::fail_data;
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
@@ -44,9 +45,9 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source_name) {
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    fail(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML parse error: ", e.msg);
+    fail_data(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML parse error: ", e.msg);
   } catch (const YAML::Exception& e) {
-    fail(source_name, ": YAML error: ", e.what());
+    fail_data(source_name, ": YAML error: ", e.what());
   }
 }
 
@@ -138,7 +139,7 @@ void save_yaml_atomic(const std::string& path, const YAML::Node& root) {
   try {
     text = to_yaml_text(root);
   } catch (const Error& e) {
-    fail("write ", path, ": ", e.what());
+    fail_data("write ", path, ": ", e.what());
   }
   write_file_atomic(path, text);
 }

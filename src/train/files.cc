@@ -20,6 +20,7 @@ namespace mona::train {
 namespace {
 
 using detail::fail;
+using detail::fail_data;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -85,7 +86,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   if (path.empty()) fail("write_file_atomic: path is empty");
   std::string dir, name;
   split_path(path, &dir, &name);
-  if (name.empty()) fail("write ", path, ": path names a directory, expected a file");
+  if (name.empty()) fail_data("write ", path, ": path names a directory, expected a file");
 
   // A fresh temporary name in the target's directory; O_EXCL guarantees it is ours.
   static std::atomic<uint64_t> counter{0};
@@ -96,16 +97,16 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
           "." + std::to_string(counter.fetch_add(1));
     guard.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (guard.fd < 0 && errno != EEXIST) {
-      fail("write ", path, ": cannot create temporary file in ", dir, ": ", errno_text(errno));
+      fail_data("write ", path, ": cannot create temporary file in ", dir, ": ", errno_text(errno));
     }
   }
-  if (guard.fd < 0) fail("write ", path, ": cannot find a free temporary file name in ", dir);
+  if (guard.fd < 0) fail_data("write ", path, ": cannot find a free temporary file name in ", dir);
 
   auto abandon = [&](const char* what, int err) {
     ::close(guard.fd);
     guard.fd = -1;
     ::unlink(tmp.c_str());
-    fail("write ", path, ": ", what, ": ", errno_text(err));
+    fail_data("write ", path, ": ", what, ": ", errno_text(err));
   };
 
   const char* p = bytes.data();
@@ -125,12 +126,12 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail("write ", path, ": cannot close temporary file: ", errno_text(err));
+    fail_data("write ", path, ": cannot close temporary file: ", errno_text(err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail("write ", path, ": cannot rename temporary file into place: ", errno_text(err));
+    fail_data("write ", path, ": cannot rename temporary file into place: ", errno_text(err));
   }
   // Make the rename itself durable (best effort: some file systems refuse fsync on dirs).
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -144,10 +145,10 @@ std::string read_file(const std::string& path) {
   if (path.empty()) fail("read_file: path is empty");
   FdGuard guard;
   guard.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (guard.fd < 0) fail("cannot open ", path, ": ", errno_text(errno));
+  if (guard.fd < 0) fail_data("cannot open ", path, ": ", errno_text(errno));
   struct stat st {};
-  if (::fstat(guard.fd, &st) != 0) fail("cannot stat ", path, ": ", errno_text(errno));
-  if (S_ISDIR(st.st_mode)) fail("cannot read ", path, ": is a directory, expected a file");
+  if (::fstat(guard.fd, &st) != 0) fail_data("cannot stat ", path, ": ", errno_text(errno));
+  if (S_ISDIR(st.st_mode)) fail_data("cannot read ", path, ": is a directory, expected a file");
   std::string out;
   if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
   char buf[1 << 16];
@@ -155,7 +156,7 @@ std::string read_file(const std::string& path) {
     const ssize_t n = ::read(guard.fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("cannot read ", path, ": ", errno_text(errno));
+      fail_data("cannot read ", path, ": ", errno_text(errno));
     }
     if (n == 0) break;
     out.append(buf, static_cast<std::size_t>(n));
@@ -187,32 +188,32 @@ std::string unpack_checkpoint(const std::string& bytes, const std::string& path_
   const std::string magic(kCheckpointMagic, 8);
   const std::size_t head = std::min<std::size_t>(bytes.size(), 8);
   if (bytes.compare(0, head, magic, 0, head) != 0) {
-    fail("checkpoint ", path, ": not a mona checkpoint (expected magic \"MONACKPT\" at offset 0)");
+    fail_data("checkpoint ", path, ": not a mona checkpoint (expected magic \"MONACKPT\" at offset 0)");
   }
   if (bytes.size() < kCheckpointHeaderSize) {
-    fail("checkpoint ", path, ": truncated: ", bytes.size(), " bytes, the header alone needs ",
+    fail_data("checkpoint ", path, ": truncated: ", bytes.size(), " bytes, the header alone needs ",
          kCheckpointHeaderSize);
   }
   const uint32_t version = get_u32(bytes, 8);
   if (version != kCheckpointVersion) {
-    fail("checkpoint ", path, ": unsupported format version ", version, " (this build reads ",
+    fail_data("checkpoint ", path, ": unsupported format version ", version, " (this build reads ",
          kCheckpointVersion, ")");
   }
   const uint64_t length = get_u64(bytes, 12);
   const uint64_t have = bytes.size() - kCheckpointHeaderSize;
   if (have < length) {
-    fail("checkpoint ", path, ": truncated: header says ", length, " payload bytes, file has ",
+    fail_data("checkpoint ", path, ": truncated: header says ", length, " payload bytes, file has ",
          have);
   }
   if (have > length) {
-    fail("checkpoint ", path, ": length mismatch: header says ", length,
+    fail_data("checkpoint ", path, ": length mismatch: header says ", length,
          " payload bytes, file has ", have, " (", have - length, " trailing bytes)");
   }
   std::string payload = bytes.substr(kCheckpointHeaderSize);
   const uint32_t stored = get_u32(bytes, 20);
   const uint32_t computed = crc32(payload);
   if (stored != computed) {
-    fail("checkpoint ", path, ": CRC-32 mismatch (stored ", hex32(stored), ", computed ",
+    fail_data("checkpoint ", path, ": CRC-32 mismatch (stored ", hex32(stored), ", computed ",
          hex32(computed), "): the file is corrupt");
   }
   return payload;

@@ -15,17 +15,18 @@
 namespace mona::train {
 
 using detail::check;
+using detail::check_data;
 using detail::fail;
 
 JsonlLog::JsonlLog(const std::string& path, bool append) : path_(path) {
   out_.open(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
-  check(out_.is_open(), "log ", path, ": cannot open for ", append ? "appending" : "writing");
+  check_data(out_.is_open(), "log ", path, ": cannot open for ", append ? "appending" : "writing");
 }
 
 void JsonlLog::write(const nlohmann::json& record) {
   out_ << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out_.flush();
-  check(out_.good(), "log ", path_, ": write failed");
+  check_data(out_.good(), "log ", path_, ": write failed");
 }
 
 Progress::Progress(int64_t total_steps, std::ostream& out, bool is_tty)

@@ -14,6 +14,7 @@ namespace mona::train {
 namespace {
 
 using detail::check;
+using detail::check_data;
 using detail::fail;
 
 constexpr double kFont = 11;        // label font size, pixels
@@ -142,7 +143,7 @@ std::string render_alignment_png(const std::vector<float>& weights, int64_t U, i
     tick_w = text_width(cr.get(), "0.75");
     set_font(cr.get(), kTitleFont, true);
     title_w = text_width(cr.get(), title);
-    check(cairo_status(cr.get()) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
+    check_data(cairo_status(cr.get()) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
           cairo_status_to_string(cairo_status(cr.get())));
   }
   const bool in_horizontal = max_in <= kx * cw - 2;
@@ -162,7 +163,7 @@ std::string render_alignment_png(const std::vector<float>& weights, int64_t U, i
         " pixels exceeds cairo's limit of 32767");
 
   Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, iw, ih));
-  check(cairo_surface_status(surface.get()) == CAIRO_STATUS_SUCCESS, "plot ", name,
+  check_data(cairo_surface_status(surface.get()) == CAIRO_STATUS_SUCCESS, "plot ", name,
         ": cairo: cannot create a ", iw, "x", ih, " image: ",
         cairo_status_to_string(cairo_surface_status(surface.get())));
   Context ctx(cairo_create(surface.get()));
@@ -278,11 +279,11 @@ std::string render_alignment_png(const std::vector<float>& weights, int64_t U, i
   }
 
   cairo_surface_flush(surface.get());
-  check(cairo_status(cr) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
+  check_data(cairo_status(cr) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
         cairo_status_to_string(cairo_status(cr)));
   std::string png;
   const cairo_status_t st = cairo_surface_write_to_png_stream(surface.get(), append_png, &png);
-  check(st == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: cannot encode PNG: ",
+  check_data(st == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: cannot encode PNG: ",
         cairo_status_to_string(st));
   return png;
 }

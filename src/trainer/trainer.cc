@@ -61,14 +61,14 @@ void open_archive(const std::string& path, torch::serialize::InputArchive& archi
   try {
     std::istringstream in(payload);
     archive.load_from(in);
-    detail::check(read_string(archive, "meta/format") == kFormat, "checkpoint ", path,
+    detail::check_data(read_string(archive, "meta/format") == kFormat, "checkpoint ", path,
                   ": not a ", kFormat, " archive");
   } catch (const mona::Error&) {
     throw;
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
-    detail::fail("checkpoint ", path, ": unreadable archive (", what, ")");
+    detail::fail_data("checkpoint ", path, ": unreadable archive (", what, ")");
   }
 }
 
@@ -169,7 +169,7 @@ Transducer Transducer::load(const std::string& path) {
     throw;
   } catch (const std::exception& e) {
     std::string what = e.what();
-    detail::fail("checkpoint ", path, ": does not match its own configuration (",
+    detail::fail_data("checkpoint ", path, ": does not match its own configuration (",
                  what.substr(0, what.find('\n')), ")");
   }
   t.model->eval();
@@ -188,7 +188,7 @@ RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
     run.position = read_int(archive, "meta/position");
     run.best_ter = read_double(archive, "meta/best_ter");
     run.bad_evals = read_int(archive, "meta/bad_evals");
-    detail::check(data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"), path) == t.input_vocab &&
+    detail::check_data(data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"), path) == t.input_vocab &&
                       data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"), path) == t.output_vocab,
                   "checkpoint ", path, ": its vocabularies differ from this run's training data");
     torch::serialize::InputArchive model_archive;
@@ -212,7 +212,7 @@ RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
     throw;
   } catch (const std::exception& e) {
     std::string what = e.what();
-    detail::fail("checkpoint ", path, ": cannot resume from it (", what.substr(0, what.find('\n')), ")");
+    detail::fail_data("checkpoint ", path, ": cannot resume from it (", what.substr(0, what.find('\n')), ")");
   }
   return run;
 }
@@ -449,7 +449,7 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
   const std::string last_path = c.train.output_dir + "/last.ckpt";
   const std::string best_path = c.train.output_dir + "/best.ckpt";
   if (resume) {
-    detail::check(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
+    detail::check_data(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
   } else if (!options.overwrite) {
     const auto found = run_files(c.train.output_dir);
     detail::check(found.empty(), "train.output_dir ", c.train.output_dir, " holds a run (",
@@ -465,7 +465,7 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
   torch::manual_seed(c.train.seed);
 
   const auto train_examples = data::read_tsv(c.data.train);
-  detail::check(!train_examples.empty(), "data.train: ", c.data.train, " holds no examples");
+  detail::check_data(!train_examples.empty(), "data.train: ", c.data.train, " holds no examples");
   const auto dev_examples = c.data.dev.empty() ? std::vector<data::Example>{} : data::read_tsv(c.data.dev);
   const auto dev_sets = data::group_references(dev_examples);
 

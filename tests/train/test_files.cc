@@ -196,5 +196,8 @@ TEST(Checkpoint, CorruptFileIsRefusedAndLeftAlone) {
   bytes.resize(bytes.size() - 3);
   mona::test::write_raw(path, bytes);
   EXPECT_ERROR_CONTAINS(mona::train::read_checkpoint(path), "checkpoint " + path + ": truncated");
+  // A file's problem, not the caller's argument: DataError (a std::runtime_error).
+  EXPECT_THROW(mona::train::read_checkpoint(path), mona::DataError);
+  EXPECT_THROW(mona::train::read_checkpoint(path), std::runtime_error);
   EXPECT_EQ(mona::test::read_raw(path), bytes);
 }

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "mona/core/error.h"
 #include "mona/core/rng.h"
 #include "mona/nn/cb_estimators.h"
 #include "mona/nn/conditional_bernoulli.h"
@@ -464,7 +465,7 @@ int main(int argc, char** argv) {
     for (const auto& e : cfg.estimators) {
       try {
         specs.push_back(parse_spec(e));
-      } catch (const c10::Error& err) {
+      } catch (const mona::Error&) {
         throw std::runtime_error("--estimators: unknown estimator '" + e +
                                  "' (expected reinforce, cb, db, idb, idb-alt, bb, bb-alt, "
                                  "st-idb, st-bb or exact)");

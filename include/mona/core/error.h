@@ -1,9 +1,21 @@
-// mona/core/error.h: the exception mona throws, and the helpers that build its messages.
+// mona/core/error.h: the exceptions mona throws, and the helpers that build their messages.
 //
-// Every public function of mona validates its arguments and throws mona::Error when they
-// are wrong. The message names the argument, what was expected and what was found, e.g.
-//   "p: expected values in [0, 1], got nan at [2, 0, 5]"
+// Every public function of mona validates what it is given and throws a mona::Error when
+// it is wrong. The message names the argument or file, what was expected and what was
+// found, e.g.
+//   "monotonic_alignment: p: expected values in [0, 1], got nan at [2, 0, 5]"
 // Nothing is printed and nothing aborts; a caller that catches mona::Error can go on.
+//
+// The hierarchy, one root with two kinds that a caller can tell apart by type:
+//   mona::Error                 catch this for any error of mona's (what() is the message)
+//     mona::ArgumentError       a bad argument, option or configuration value: the
+//                               caller's mistake (also a std::invalid_argument)
+//     mona::DataError           a file or stream that cannot be read, written or parsed:
+//                               missing, truncated, corrupt, of the wrong version, or
+//                               holding bad data (also a std::runtime_error)
+// Both are also std::exception (through their standard base; mona::Error is a mix-in with
+// no std::exception of its own, so `catch (const std::exception&)` is never ambiguous). The
+// Python binding maps them to ValueError and OSError / RuntimeError.
 #pragma once
 
 #include <charconv>
@@ -15,11 +27,26 @@
 
 namespace mona {
 
-/// Thrown for invalid arguments (shapes, lengths, values) and, by the layers above the
-/// core, for unreadable or corrupt files. `what()` names the offending argument or file.
-class Error : public std::invalid_argument {
+/// The root of mona's exceptions (see the header comment).
+class Error {
+ public:
+  virtual ~Error() = default;
+  /// The message: what was wrong, naming the argument or file and the value found.
+  virtual const char* what() const noexcept = 0;
+};
+
+/// A bad argument, option or configuration value (shape, length, range, name).
+class ArgumentError : public std::invalid_argument, public Error {
  public:
   using std::invalid_argument::invalid_argument;
+  const char* what() const noexcept override { return std::invalid_argument::what(); }
+};
+
+/// A file or stream that cannot be read, written or parsed (names the file).
+class DataError : public std::runtime_error, public Error {
+ public:
+  using std::runtime_error::runtime_error;
+  const char* what() const noexcept override { return std::runtime_error::what(); }
 };
 
 namespace detail {
@@ -39,19 +66,46 @@ void put(std::ostream& os, const A& value) {
   }
 }
 
-/// Concatenates the arguments (see put) and throws mona::Error with the result.
+/// The arguments concatenated (see put).
 template <class... Args>
-[[noreturn]] void fail(const Args&... args) {
+std::string message(const Args&... args) {
   std::ostringstream os;
   (put(os, args), ...);
-  throw Error(os.str());
+  return os.str();
 }
 
-/// Throws unless `cond`; the remaining arguments form the message (only built on failure).
+/// Throws ArgumentError with the arguments concatenated (see put).
+template <class... Args>
+[[noreturn]] void fail(const Args&... args) {
+  throw ArgumentError(message(args...));
+}
+
+/// Throws ArgumentError unless `cond`; the message is built only on failure (but the
+/// arguments are evaluated: see MONA_CHECK for messages that cost something to compute).
 template <class... Args>
 void check(bool cond, const Args&... args) {
   if (!cond) fail(args...);
 }
 
+/// Throws DataError (a file or stream that cannot be read or written) with the arguments
+/// concatenated.
+template <class... Args>
+[[noreturn]] void fail_data(const Args&... args) {
+  throw DataError(message(args...));
+}
+
+/// Throws DataError unless `cond`.
+template <class... Args>
+void check_data(bool cond, const Args&... args) {
+  if (!cond) fail_data(args...);
+}
+
 }  // namespace detail
 }  // namespace mona
+
+/// Throws mona::ArgumentError unless `cond`, with the remaining arguments concatenated into
+/// the message (mona::detail::put); they are evaluated only when `cond` fails.
+#define MONA_CHECK(cond, ...)                                 \
+  do {                                                        \
+    if (!(cond)) ::mona::detail::fail(__VA_ARGS__);           \
+  } while (false)

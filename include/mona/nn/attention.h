@@ -71,7 +71,7 @@ struct AttentionOptions {
   /// mechanism; <= 0: no clamp (003's plain GMM, eqs. 4-5, has none).
   double gmm_max_step = 3.0;
   double gmm_min_variance = 1e-4;  ///< floor added to the softplus variance (> 0)
-  /// Throws c10::Error naming the field and value when a setting is invalid.
+  /// Throws mona::ArgumentError naming the field and value when a setting is invalid.
   void validate(const char* who) const;
 };
 
@@ -195,7 +195,7 @@ class Attention : public torch::nn::Module {
   /// Test-time step for one stream (002 Alg. 1's scan from t_{i-1}; MoChA then attends
   /// over the chunk of 000 eqs. 14-16, MAtChA over [t_{i-1}, t_i] of 000 App. C): query
   /// s_{i-1} [Dq] of the memory's dtype -> HardStepOutput (context [Dh], weights [n]).
-  /// No autograd. Returns new tensors. Throws c10::Error naming the argument for an
+  /// No autograd. Returns new tensors. Throws mona::ArgumentError naming the argument for an
   /// undefined or non-CPU query, a query without Dq values, or a dtype other than the
   /// memory's.
   HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,

@@ -160,7 +160,7 @@ enum class CbEstimator {
   kExact,               ///< "exact"
 };
 std::string cb_estimator_name(CbEstimator e);
-/// Inverse of cb_estimator_name; throws c10::Error listing the accepted names.
+/// Inverse of cb_estimator_name; throws mona::ArgumentError listing the accepted names.
 CbEstimator parse_cb_estimator(const std::string& name);
 /// True for the estimators whose mean is the gradient of their objective (J, or log P(c)
 /// for kExact).

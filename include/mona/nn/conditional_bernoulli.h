@@ -7,7 +7,7 @@
 // `logits` [B, T] are x_t = log w_t (p_t = sigmoid(x_t)); `in_lens` [B] (int64, optional:
 // undefined = T) are the valid trial counts T_b; `k` [B] (int64) the number of highs per row,
 // 0 <= k[b] <= T_b. Entries past a length are exactly 0 in outputs and get zero gradient.
-// Argument errors are c10::Error (TORCH_CHECK) naming the function, the argument and the
+// Argument errors are mona::ArgumentError naming the function, the argument and the
 // values found; value errors found by a kernel arrive as mona::Error.
 //
 // Gradients flow to `logits` (and to `log_emit` for the marginal likelihood); samples, k and

@@ -99,7 +99,7 @@ struct EnergyOptions {
   int64_t memory_dim = 0;     ///< Dh, size of a memory entry
   int64_t attention_dim = 0;  ///< d, hidden size of the additive energies (0: = Dh)
   double init_r = -4.0;       ///< initial offset r (monotonic energies)
-  /// Throws c10::Error naming the field unless the sizes are positive.
+  /// Throws mona::ArgumentError naming the field unless the sizes are positive.
   void validate(const char* who) const;
 };
 

@@ -3,7 +3,7 @@
 // Each function checks its tensor arguments once (rank, sizes, dtype float32/float64,
 // device, lengths), makes them contiguous, hands raw pointers to the kernel in
 // mona/core, and records an autograd node whose backward is the kernel's analytic
-// backward. Errors are c10::Error (TORCH_CHECK) naming the argument and the values found;
+// backward. Errors are mona::ArgumentError naming the argument and the values found;
 // value errors found by a kernel (e.g. p outside [0, 1]) arrive as mona::Error.
 //
 // Conventions: batch first; [B, U, T] = [batch, out_len, in_len]. Lengths are optional

@@ -119,7 +119,7 @@ struct GmmAttentionOptions {
   double max_step = 3.0;        ///< clamp of Delta (SAGMM, 003 sec. 2.3); <= 0: no clamp
   double min_variance = 1e-4;   ///< added to softplus so variances stay > 0
   double init_step_bias = 0.5;  ///< initial bias of Delta's pre-softplus (about 1 entry/step)
-  /// Throws c10::Error naming the field for invalid values.
+  /// Throws mona::ArgumentError naming the field for invalid values.
   void validate(const char* who) const;
 };
 

@@ -64,7 +64,7 @@ struct ModelOptions {
   /// features) beyond its own, so it becomes available k elements later when streaming;
   /// the LSTM input width grows to (k + 1) times the embedding / front-end width.
   /// Unidirectional encoders only (a bidirectional one already sees everything):
-  /// validate() throws c10::Error naming the value for k < 0 or k > 0 with bidirectional.
+  /// validate() throws mona::ArgumentError naming the value for k < 0 or k > 0 with bidirectional.
   /// Not from the papers: the fixed future-context window of streaming recognisers.
   int64_t lookahead = 0;
   int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
