@@ -30,6 +30,10 @@ inline torch::Tensor numeric_grad(const std::function<double()>& f, torch::Tenso
 }
 
 /// Asserts |a - n| <= rtol * max(1, max|n|) entrywise.
+/// The numeric gradient is a central difference in float64 with h = 1e-6: truncation error
+/// ~h^2 |f'''| ~ 1e-12 and rounding error ~1e-16 |f| / h ~ 1e-10 |f|, so rtol 1e-7 .. 1e-6
+/// leaves a margin of ~100x for the small losses of the tests (measured: <= 5e-10 relative
+/// on every OpenBLAS family and core kernel target tried).
 inline void expect_grad_close(const torch::Tensor& analytic, const torch::Tensor& numeric,
                               double rtol, const std::string& what) {
   ASSERT_TRUE(analytic.defined()) << what << ": no gradient";

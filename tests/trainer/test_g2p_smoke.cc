@@ -45,6 +45,9 @@ void expect_latency_from_positions(const train::Transducer& t, const std::vector
   EXPECT_EQ(ev.latency.tokens, derived.tokens);
   EXPECT_EQ(ev.latency.early_tokens, derived.early_tokens);
   EXPECT_EQ(ev.latency.sequences, derived.sequences);
+  // The positions are identical (streaming equals offline exactly); the sums are float64
+  // sums of <= 100 ratios of small integers, possibly added in another order: rounding
+  // ~1e-14, while one token read a letter later moves them by >= 1e-3.
   EXPECT_NEAR(ev.latency.proportion_sum, derived.proportion_sum, 1e-9);
   EXPECT_NEAR(ev.latency.lagging_sum, derived.lagging_sum, 1e-9);
   std::printf("[   info   ] %s latency: AP %.3f, AL %.2f letters, %.0f%% of phonemes before the end\n",
@@ -99,7 +102,9 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   std::printf("[   info   ] training loss every 20 steps:");
   for (double l : losses) std::printf(" %.3f", l);
   std::printf("\n");
-  EXPECT_LT(losses.back(), 0.8 * losses.front());  // the loss falls
+  // The loss falls. A training trajectory, so rounding moves it; measured last / first
+  // = 0.47 on every OpenBLAS family, kernel target and thread count tried (threshold 0.8).
+  EXPECT_LT(losses.back(), 0.8 * losses.front());
   const auto t = train::Transducer::load(r.best_checkpoint);
   const auto sets = data::group_references(data::read_tsv(sample));
   const auto ev = train::evaluate(t, sets, {}, false, 50);
