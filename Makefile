@@ -29,13 +29,15 @@ test-release: build
 
 # The suites once more with OpenBLAS forced to another kernel family than the one it picks
 # here (scripts/second-blas-core.sh) and the core kernels forced to the baseline
-# (MONA_KERNEL_TARGET, include/mona/core/cpu.h): an assertion that holds for one CPU's
+# (MONA_KERNEL_TARGET, include/mona/core/cpu.h), and glibc's libm kept off its AVX2 / FMA
+# variants (GLIBC_TUNABLES): an assertion that holds for one CPU's
 # rounding only fails here, not on someone else's machine. The tests already labelled
 # baseline ran that way in test-release.
 test-other-kernels: build
 	@second=$$(bash scripts/second-blas-core.sh $(BUILD)/bin/mona) && \
 	  echo "test-other-kernels: OPENBLAS_CORETYPE=$$second MONA_KERNEL_TARGET=baseline" && \
 	  cd $(BUILD) && OPENBLAS_CORETYPE=$$second MONA_KERNEL_TARGET=baseline \
+	  GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F \
 	  ctest --output-on-failure -j$(JOBS) -LE baseline
 
 test-sanitize: deps

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -114,20 +115,29 @@ const CLI::Validator kNonNegative = mona::tools::integer_in(0);
 
 // SIGINT / SIGTERM during training: the first asks the trainer to save last.ckpt and stop
 // (it polls the flag between steps); the handler then restores the default action, so a
-// second signal ends the process at once. A signal ignored when mona started (e.g. SIGINT
-// for a background job of a script) stays ignored.
+// second signal ends the process at once. Two signals may reach two threads' handlers at
+// the same moment, so "first" is decided by an atomic exchange, and a handler that comes
+// second ends the process itself (default action, raised again). A signal ignored when
+// mona started (e.g. SIGINT for a background job of a script) stays ignored.
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_handled_int = 0, g_handled_term = 0;
+std::atomic<int> g_stopping{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
 
 extern "C" void on_stop_signal(int sig) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  if (g_stopping.exchange(1) != 0) {  // not the first: end now, as the default action does
+    sigaction(sig, &dfl, nullptr);
+    ::raise(sig);
+    return;
+  }
   g_stop_signal = sig;
   static const char msg[] =
       "\nmona: stopping: saving the run after this step (signal again to end at once)\n";
   const ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
   if (g_handled_int) sigaction(SIGINT, &dfl, nullptr);
   if (g_handled_term) sigaction(SIGTERM, &dfl, nullptr);
 }
