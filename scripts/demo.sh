@@ -31,7 +31,7 @@ mona="$BUILD/bin/mona"
 
 step "data: CMUdict (npm cmu-pronouncing-dictionary@3.0.0)"
 index_js=$(bash scripts/fetch-cmudict.sh | tail -n 1)
-"$BUILD/tools/prepare-cmudict/mona-prepare-cmudict" --input "$index_js" --out-dir "$data"
+"$BUILD/bin/mona-prepare-cmudict" --input "$index_js" --out-dir "$data"
 
 step "training MoChA (recipes/g2p-cmudict/demo.yaml)"
 extra=()

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "mona/core/error.h"
-#include "mona/train/files.h"
+#include "mona/io/files.h"
 
 namespace mona::data {
 namespace {
@@ -85,7 +85,7 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
 }
 
 std::vector<Example> read_tsv(const std::string& path) {
-  return parse_tsv(train::read_file(path), path);
+  return parse_tsv(io::read_file(path), path);
 }
 
 std::string format_tsv(const std::vector<Example>& examples) {
@@ -108,7 +108,7 @@ void write_tsv_atomic(const std::string& path, const std::vector<Example>& examp
   } catch (const Error& e) {
     fail_data("write ", path, ": ", e.what());
   }
-  train::write_file_atomic(path, text);
+  io::write_file_atomic(path, text);
 }
 
 std::vector<ReferenceSet> group_references(const std::vector<Example>& examples) {

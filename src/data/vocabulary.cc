@@ -36,11 +36,6 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
-const std::vector<std::string>& Vocabulary::special_symbols() {
-  static const std::vector<std::string> specials = {"<pad>", "<s>", "</s>", "<unk>"};
-  return specials;
-}
-
 std::string Vocabulary::symbol_problem(const std::string& symbol) {
   if (symbol.empty()) return "empty symbol";
   for (char c : symbol) {
@@ -50,7 +45,7 @@ std::string Vocabulary::symbol_problem(const std::string& symbol) {
 }
 
 Vocabulary::Vocabulary() {
-  for (const auto& s : special_symbols()) {
+  for (const char* s : kReservedSymbols) {
     ids_.emplace(s, static_cast<int64_t>(symbols_.size()));
     symbols_.push_back(s);
   }
@@ -142,7 +137,6 @@ std::string Vocabulary::to_text() const {
 
 Vocabulary Vocabulary::from_text(const std::string& text, const std::string& source_name) {
   Vocabulary vocab;
-  const auto& specials = special_symbols();
   std::vector<int64_t> line_of_id;  // 1-based line number of each id, for duplicate messages
   std::size_t pos = 0;
   int64_t line_no = 0;
@@ -154,8 +148,8 @@ Vocabulary Vocabulary::from_text(const std::string& text, const std::string& sou
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
-    if (line_no <= kNumSpecials) {
-      const std::string& want = specials[static_cast<std::size_t>(line_no - 1)];
+    if (line_no <= kNumReserved) {
+      const std::string want = kReservedSymbols[static_cast<std::size_t>(line_no - 1)];
       check_data(line == want, where(), "expected the reserved symbol ", quoted(want), " (id ",
             line_no - 1, "), got ", quoted(line));
       line_of_id.push_back(line_no);
@@ -171,7 +165,7 @@ Vocabulary Vocabulary::from_text(const std::string& text, const std::string& sou
     vocab.add(line);
     line_of_id.push_back(line_no);
   }
-  check_data(line_no >= kNumSpecials, source_name, ": expected at least the ", kNumSpecials,
+  check_data(line_no >= kNumReserved, source_name, ": expected at least the ", kNumReserved,
         " reserved symbols <pad> <s> </s> <unk> (one per line), got ", line_no, " lines");
   return vocab;
 }

@@ -1,6 +1,7 @@
 // Greedy and beam search; see include/mona/nn/search.h.
 #include "mona/nn/search.h"
 #include "mona/core/error.h"
+#include "mona/data/tokens.h"
 
 #include <torch/torch.h>
 
@@ -9,7 +10,8 @@
 
 namespace mona::nn {
 namespace {
-constexpr int64_t kEos = 2;
+using data::kBos;
+using data::kEos;
 
 struct Candidate {
   double score;
@@ -97,7 +99,7 @@ bool OnlineSearch::advance_greedy(Decoder& decoder, const OnlineMemory& memory) 
       done_ = true;
       break;
     }
-    const int64_t prev = h.tokens.empty() ? 1 /* <s> */ : h.tokens.back();
+    const int64_t prev = h.tokens.empty() ? kBos : h.tokens.back();
     DecoderStep step = decoder.hard_step(prev, h.state, memory);
     h.state.attention = step.next.attention;  // keep the scan position even when blocked
     if (step.status == HardStatus::kNeedMoreInput) return progress;
@@ -127,7 +129,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
         if (!memory.finished()) return progress;  // wait for input
         continue;  // handled below: ended by the guard
       }
-      const int64_t prev = h.tokens.empty() ? 1 : h.tokens.back();
+      const int64_t prev = h.tokens.empty() ? kBos : h.tokens.back();
       DecoderStep step = decoder.hard_step(prev, h.state, memory);
       h.state.attention = step.next.attention;
       if (step.status == HardStatus::kNeedMoreInput) return progress;
@@ -217,7 +219,7 @@ Hypothesis decode_expected(Decoder& decoder, const Memory& memory, const SearchO
       }
       Exp e{{}, st.h, st.c, st.alignment, -1};
       at::Tensor w;
-      const int64_t prev = st.hyp.tokens.empty() ? 1 : st.hyp.tokens.back();
+      const int64_t prev = st.hyp.tokens.empty() ? kBos : st.hyp.tokens.back();
       at::Tensor lp = decoder.expected_step(prev, e.h, e.c, e.alignment, memory, &w);
       e.position = w.numel() > 0 ? w.view({-1}).argmax().item<int64_t>() : -1;
       e.top = top_k(lp, beam);

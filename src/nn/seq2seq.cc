@@ -8,11 +8,14 @@
 #include "check.h"
 #include "mona/nn/gmm_attention.h"
 #include "mona/core/error.h"
+#include "mona/data/tokens.h"
 
 namespace mona::nn {
 
 namespace {
-constexpr int64_t kPad = 0, kBos = 1, kEos = 2;  // mona::data::Vocabulary's reserved ids
+using data::kBos;
+using data::kEos;
+using data::kPad;
 
 int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / 2 + 1 : 0; }  // 3x3, stride 2, pad 1
 }  // namespace
@@ -34,7 +37,8 @@ void ModelOptions::validate() const {
   MONA_CHECK(lookahead >= 0, w, ": lookahead must be >= 0, got ", lookahead);
   MONA_CHECK(lookahead == 0 || !bidirectional, w, ": lookahead must be 0 with a bidirectional encoder "
               "(it already sees the whole input), got ", lookahead);
-  MONA_CHECK(output_vocab > 3, w, ": output_vocab must be > 3 (4 reserved symbols), got ", output_vocab);
+  MONA_CHECK(output_vocab > data::kNumReserved, w, ": output_vocab must be > ", data::kNumReserved,
+             " (the reserved tokens of mona/data/tokens.h and at least one more), got ", output_vocab);
   MONA_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
   MONA_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
   MONA_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);

@@ -24,7 +24,7 @@
 #include "mona/core/cb_marginal.h"
 #include "mona/core/conditional_bernoulli.h"
 #include "mona/core/poisson_binomial.h"
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <numeric>
 
 #include "reference/gmm_reference.h"
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

@@ -20,7 +20,7 @@
 #include "mona/core/monotonic.h"
 #include "mona/core/softmax.h"
 #include "reference/matcha_reference.h"
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

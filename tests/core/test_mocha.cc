@@ -17,7 +17,7 @@
 #include "mona/core/monotonic.h"
 #include "mona/core/softmax.h"
 #include "reference/mocha_reference.h"
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::core {
 namespace {

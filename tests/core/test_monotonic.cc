@@ -12,7 +12,7 @@
 
 #include "mona/core/scan.h"
 #include "reference/monotonic_reference.h"
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

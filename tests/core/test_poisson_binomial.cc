@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "reference/cb_reference.h"
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

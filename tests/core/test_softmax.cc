@@ -9,7 +9,7 @@
 #include <limits>
 #include <numeric>
 
-#include "reference/test_util.h"
+#include "util/test_util.h"
 
 namespace mona::test {
 namespace {

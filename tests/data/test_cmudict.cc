@@ -19,9 +19,12 @@
 #include <vector>
 
 #include "mona/core/error.h"
+#include "util/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace mona::data;
+
+using mona::test::TempDir;
 
 namespace {
 
@@ -60,22 +63,6 @@ bool has_word(const std::vector<CmudictEntry>& es, const std::string& word) {
     if (e.word == word) return true;
   return false;
 }
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("mona_cmudict_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::vector<std::string> dir_listing(const fs::path& d) {
   std::vector<std::string> names;
@@ -340,7 +327,7 @@ TEST(CmudictTsv, WritesThreeFilesWithAlternativesAsExtraLines) {
   TempDir tmp;
   ParseReport r;
   const auto es = load_excerpt(r);
-  const fs::path out = tmp.path / "nested" / "out";  // created on demand
+  const fs::path out = fs::path(tmp.path()) / "nested" / "out";  // created on demand
   const auto c = write_cmudict_splits(es, out.string());
   EXPECT_EQ(dir_listing(out), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
 
@@ -359,10 +346,10 @@ TEST(CmudictTsv, WritesThreeFilesWithAlternativesAsExtraLines) {
 
 TEST(CmudictTsv, ReplacesAtomicallyAndLeavesNoTemporaries) {
   TempDir tmp;
-  const std::string out = tmp.path.string();
-  write_text(tmp.path / "train.tsv", "old train\n");
-  write_text(tmp.path / "dev.tsv", "old dev\n");
-  write_text(tmp.path / "test.tsv", "old test\n");
+  const std::string out = tmp.path();
+  write_text(fs::path(tmp.path()) / "train.tsv", "old train\n");
+  write_text(fs::path(tmp.path()) / "dev.tsv", "old dev\n");
+  write_text(fs::path(tmp.path()) / "test.tsv", "old test\n");
 
   // Bad entries are rejected before anything is written.
   const std::vector<CmudictEntry> bad_word = {{"cat", {"K", "AE", "T"}}, {"C-3PO", {"S"}}};
@@ -371,12 +358,12 @@ TEST(CmudictTsv, ReplacesAtomicallyAndLeavesNoTemporaries) {
   EXPECT_THROW(write_cmudict_splits(no_phones, out), mona::Error);
   const std::vector<CmudictEntry> spacey = {{"cat", {"K", "A E"}}};
   EXPECT_THROW(write_cmudict_splits(spacey, out), mona::Error);
-  EXPECT_EQ(read_text(tmp.path / "train.tsv"), "old train\n");
-  EXPECT_EQ(dir_listing(tmp.path), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "train.tsv"), "old train\n");
+  EXPECT_EQ(dir_listing(tmp.path()), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
 
   // A target that is not a regular file: error naming it, nothing replaced, no temporaries.
-  fs::remove(tmp.path / "test.tsv");
-  fs::create_directory(tmp.path / "test.tsv");
+  fs::remove(fs::path(tmp.path()) / "test.tsv");
+  fs::create_directory(fs::path(tmp.path()) / "test.tsv");
   const std::vector<CmudictEntry> good = {{"cat", {"K", "AE", "T"}}, {"a", {"EY"}}};
   try {
     write_cmudict_splits(good, out);
@@ -384,27 +371,27 @@ TEST(CmudictTsv, ReplacesAtomicallyAndLeavesNoTemporaries) {
   } catch (const mona::Error& e) {
     EXPECT_NE(std::string(e.what()).find("test.tsv"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(read_text(tmp.path / "train.tsv"), "old train\n");
-  EXPECT_EQ(read_text(tmp.path / "dev.tsv"), "old dev\n");
-  EXPECT_EQ(dir_listing(tmp.path), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "train.tsv"), "old train\n");
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "dev.tsv"), "old dev\n");
+  EXPECT_EQ(dir_listing(tmp.path()), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
 
   // out_dir is a regular file.
   try {
-    write_cmudict_splits(good, (tmp.path / "train.tsv").string());
+    write_cmudict_splits(good, (fs::path(tmp.path()) / "train.tsv").string());
     ADD_FAILURE() << "no error";
   } catch (const mona::Error& e) {
     EXPECT_NE(std::string(e.what()).find("train.tsv"), std::string::npos) << e.what();
   }
 
   // A successful run replaces all three; a second identical run gives identical files.
-  fs::remove(tmp.path / "test.tsv");
+  fs::remove(fs::path(tmp.path()) / "test.tsv");
   const auto c = write_cmudict_splits(good, out);
-  EXPECT_EQ(read_text(tmp.path / "train.tsv"), "c a t\tK AE T\n");
-  EXPECT_EQ(read_text(tmp.path / "dev.tsv"), "");
-  EXPECT_EQ(read_text(tmp.path / "test.tsv"), "a\tEY\n");
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "train.tsv"), "c a t\tK AE T\n");
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "dev.tsv"), "");
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "test.tsv"), "a\tEY\n");
   EXPECT_EQ(c.words[0], 1u);
   EXPECT_EQ(c.words[2], 1u);
   write_cmudict_splits(good, out);
-  EXPECT_EQ(read_text(tmp.path / "train.tsv"), "c a t\tK AE T\n");
-  EXPECT_EQ(dir_listing(tmp.path), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
+  EXPECT_EQ(read_text(fs::path(tmp.path()) / "train.tsv"), "c a t\tK AE T\n");
+  EXPECT_EQ(dir_listing(tmp.path()), (std::vector<std::string>{"dev.tsv", "test.tsv", "train.tsv"}));
 }

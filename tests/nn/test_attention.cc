@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mona/nn/functional.h"
-#include "nn/nn_test_util.h"
+#include "util/nn_test_util.h"
 
 namespace mona::test {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "mona/nn/cb_estimators.h"
 #include "mona/nn/conditional_bernoulli.h"
-#include "nn/nn_test_util.h"
+#include "util/nn_test_util.h"
 
 namespace {
 

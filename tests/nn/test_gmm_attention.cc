@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "nn/nn_test_util.h"
+#include "util/nn_test_util.h"
 
 namespace mona::test {
 namespace {

@@ -15,92 +15,18 @@
 #include "mona/nn/gmm_attention.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
-#include "mona/stream/stream.h"
-#include "nn/nn_test_util.h"
+#include "util/nn_test_util.h"
+#include "util/tiny_task.h"
 
 namespace mona::test {
 namespace {
 
 using nn::ModelOptions;
 
-// The task of test_seq2seq.cc: input ids 4..9, output 13 - x, lengths 3-7.
-std::vector<int64_t> task_output(const std::vector<int64_t>& in) {
-  std::vector<int64_t> out;
-  for (int64_t x : in) out.push_back(13 - x);
-  return out;
-}
+ModelOptions tiny_options(const std::string& mechanism) { return tiny_model_options(mechanism); }
 
 std::vector<int64_t> random_input(std::mt19937_64& gen) {
-  std::uniform_int_distribution<int64_t> len(3, 7), sym(4, 9);
-  std::vector<int64_t> x(static_cast<size_t>(len(gen)));
-  for (auto& v : x) v = sym(gen);
-  return x;
-}
-
-ModelOptions tiny_options(const std::string& mechanism) {
-  ModelOptions o;
-  o.input_vocab = 10;
-  o.output_vocab = 10;
-  o.embedding_dim = 16;
-  o.encoder_layers = 1;
-  o.encoder_hidden = 32;
-  o.decoder_embedding_dim = 16;
-  o.decoder_hidden = 32;
-  o.attention = mechanism;
-  o.attention_options.attention_dim = 16;
-  return o;
-}
-
-std::pair<torch::Tensor, torch::Tensor> pad(const std::vector<std::vector<int64_t>>& seqs) {
-  int64_t T = 0;
-  for (auto& s : seqs) T = std::max<int64_t>(T, static_cast<int64_t>(s.size()));
-  auto x = torch::zeros({static_cast<int64_t>(seqs.size()), T}, torch::kLong);
-  auto l = torch::zeros({static_cast<int64_t>(seqs.size())}, torch::kLong);
-  for (size_t b = 0; b < seqs.size(); ++b) {
-    for (size_t t = 0; t < seqs[b].size(); ++t) x[b][t] = seqs[b][t];
-    l[b] = static_cast<int64_t>(seqs[b].size());
-  }
-  return {x, l};
-}
-
-struct Trained {
-  std::shared_ptr<nn::Seq2Seq> model;
-  double seconds = 0;
-};
-
-// Trains once per mechanism and test binary (the tests below share the models).
-const Trained& trained(const std::string& mechanism) {
-  static std::map<std::string, Trained> cache;
-  auto it = cache.find(mechanism);
-  if (it != cache.end()) return it->second;
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t seed = 1;
-  torch::manual_seed(seed);
-  auto model = std::make_shared<nn::Seq2Seq>(tiny_options(mechanism));
-  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(0.01));
-  std::mt19937_64 gen(seed);
-  const char* env = std::getenv("MONA_TINY_STEPS");
-  const int steps = env ? std::atoi(env) : 300;
-  nn::LengthPenaltyOptions lp;  // 003's lambda = 5e-4 (a no-op would be fine too)
-  model->train();
-  for (int step = 0; step < steps; ++step) {
-    std::vector<std::vector<int64_t>> xs, ys;
-    for (int b = 0; b < 32; ++b) {
-      xs.push_back(random_input(gen));
-      ys.push_back(task_output(xs.back()));
-    }
-    auto [x, xl] = pad(xs);
-    auto [y, yl] = pad(ys);
-    opt.zero_grad();
-    lp.step = step;
-    auto loss = model->loss(x, xl, y, yl, {}, nullptr, nullptr, &lp);
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 5.0);
-    opt.step();
-  }
-  model->eval();
-  Trained t{model, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-  return cache.emplace(mechanism, t).first->second;
+  return tiny_task_input(gen, /*distinct_neighbours=*/false);
 }
 
 TEST(GmmSeq2Seq, MakeAttentionBuildsTheGmmFamily) {
@@ -154,81 +80,12 @@ TEST(GmmSeq2Seq, MakeAttentionBuildsTheGmmFamily) {
                      "gmm, sagmm, sagmm-tr, sagmm-fixed; got \"sagmm-xl\"");
 }
 
-TEST(GmmSeq2Seq, LearnsTheTinyMonotonicTask) {
-  for (const std::string mech : {"sagmm-tr", "gmm"}) {
-    const Trained& t = trained(mech);
-    const auto t0 = std::chrono::steady_clock::now();
-    stream::Recognizer rec(t.model, nn::SearchOptions{});
-    std::mt19937_64 gen(99);
-    int errors = 0;
-    const int n = 100;
-    for (int k = 0; k < n; ++k) {
-      auto x = random_input(gen);
-      errors += rec.recognize(torch::tensor(x, torch::kLong)).tokens != task_output(x);
-    }
-    const double dec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[   info   ] %s: %d/%d sequence errors after %.1f s of training (%.2f s decoding)\n",
-                mech.c_str(), errors, n, t.seconds, dec);
-    // A training outcome, so it moves with rounding (BLAS kernels, threads); measured 0/100
-    // for both mechanisms on every OpenBLAS family and kernel target tried.
-    EXPECT_LE(errors, 5) << mech;
-  }
-}
 
-TEST(GmmSeq2Seq, StreamingEqualsOfflineAndBeamSearchWorks) {
-  for (const std::string mech : {"sagmm-tr", "gmm"}) {
-    auto model = trained(mech).model;
-    std::mt19937_64 gen(7);
-    for (int64_t beam : {0, 1, 3}) {
-      nn::SearchOptions so;
-      so.beam = beam;
-      stream::Recognizer rec(model, so);
-      int early = 0, correct = 0;
-      const int n = 15;
-      for (int k = 0; k < n; ++k) {
-        auto x = random_input(gen);
-        auto offline = rec.recognize(torch::tensor(x, torch::kLong));
-        auto s = rec.create_stream();
-        size_t before_end = 0;
-        for (int64_t v : x) {
-          rec.accept(*s, torch::tensor({v}, torch::kLong));
-          while (rec.is_ready(*s)) rec.decode(*s);
-          before_end = rec.result(*s).tokens.size();
-        }
-        rec.input_finished(*s);
-        while (rec.is_ready(*s)) rec.decode(*s);
-        auto online = rec.result(*s);
-        EXPECT_TRUE(online.final) << mech << " beam " << beam;
-        EXPECT_EQ(online.tokens, offline.tokens) << mech << " beam " << beam;
-        EXPECT_EQ(online.memory_positions, offline.memory_positions) << mech << " beam " << beam;
-        // Bit for bit, as in test_seq2seq.cc: streaming and offline decoding are the same
-        // operations in the same order (stream/stream.h; GMM positions are computed one frame
-        // at a time), on any CPU and BLAS. A tolerance of 1e-9 on a float32 model's score
-        // would hide nothing and only blur that claim.
-        EXPECT_EQ(online.score, offline.score) << mech << " beam " << beam;
-        early += before_end > 0;
-        correct += offline.tokens == task_output(x);
-        if (beam == 1) {  // beam width 1 is greedy
-          stream::Recognizer g(model, nn::SearchOptions{});
-          auto gr = g.recognize(torch::tensor(x, torch::kLong));
-          EXPECT_EQ(gr.tokens, offline.tokens) << mech;
-          EXPECT_EQ(gr.memory_positions, offline.memory_positions) << mech;
-        }
-      }
-      EXPECT_GE(correct, n - 2) << mech << " beam " << beam;
-      if (mech == "gmm") {
-        EXPECT_EQ(early, 0) << "plain GMM cannot emit before the input ends";
-      } else if (beam == 0) {
-        EXPECT_GT(early, n / 2) << "SAGMM-tr should emit before the end of the input";
-      }
-    }
-  }
-}
 
 TEST(GmmSeq2Seq, DecodeExpectedMatchesTheTask) {
   // Offline decoding with the training computation: GMM's state is mu [1, H], passed
   // through by Decoder::expected_step; positions are the argmax of the weights.
-  auto model = trained("sagmm-tr").model;
+  auto model = trained_gmm_tiny("sagmm-tr").model;
   std::mt19937_64 gen(5);
   torch::NoGradGuard ng;
   int errors = 0;
@@ -239,7 +96,7 @@ TEST(GmmSeq2Seq, DecodeExpectedMatchesTheTask) {
                                              torch::full({1}, T, torch::kLong));
     auto m = model->decoder->attention->prepare(mem, ml);
     auto h = nn::decode_expected(*model->decoder, m, nn::SearchOptions{});
-    errors += h.tokens != task_output(x);
+    errors += h.tokens != tiny_task_output(x);
     for (int64_t p : h.positions) {
       EXPECT_GE(p, 0);
       EXPECT_LT(p, T);

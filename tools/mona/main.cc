@@ -16,8 +16,8 @@
 
 #include "mona/core/error.h"
 #include "mona/stream/stream.h"
-#include "mona/train/log.h"
-#include "mona/train/plot.h"
+#include "mona/io/log.h"
+#include "mona/io/plot.h"
 #include "mona/train/trainer.h"
 #include "../cli_validators.h"
 
@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
       mona::train::RunOptions options;
       options.resume = resume;
       options.overwrite = overwrite;
-      options.progress_is_tty = mona::train::Progress::stderr_is_tty();
+      options.progress_is_tty = mona::io::Progress::stderr_is_tty();
       options.stop = &g_stop_signal;
       install_stop_handlers();
       const auto r = trainer.run(options, std::cerr);
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
       const auto search = search_options(t, beam);
       mona::train::EvalProgress shown;  // on stderr: stdout holds the result
       shown.out = &std::cerr;
-      shown.is_tty = mona::train::Progress::stderr_is_tty();
+      shown.is_tty = mona::io::Progress::stderr_is_tty();
       const auto r = mona::train::evaluate(t, sets, search, expected, limit, shown);
       // latency is measured for greedy online decoding only (see EvalResult::latency)
       const bool greedy_online = !expected && search.beam == 0;
@@ -382,9 +382,9 @@ int main(int argc, char** argv) {
       const mona::data::Example ex{tokens, ref};
       const auto w = mona::train::alignment_weights(t, ex);
       auto out_labels = ref;
-      out_labels.push_back("</s>");
+      out_labels.push_back(mona::data::kReservedSymbols[mona::data::kEos]);
       const auto in_labels = mona::train::memory_labels(t, tokens);
-      mona::train::write_alignment_png(output, w, static_cast<int64_t>(out_labels.size()),
+      mona::io::write_alignment_png(output, w, static_cast<int64_t>(out_labels.size()),
                                        static_cast<int64_t>(in_labels.size()), in_labels, out_labels,
                                        t.config.model.attention + ": " + line);
       std::cout << output << "\n";

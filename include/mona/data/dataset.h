@@ -18,7 +18,7 @@
 //
 // The same input may appear on several lines with different outputs (several valid
 // pronunciations, transliterations, ...). group_references collects them; metrics
-// (mona/train/metrics.h) score a hypothesis against the best-matching reference.
+// (mona/io/metrics.h) score a hypothesis against the best-matching reference.
 #pragma once
 
 #include <string>
@@ -46,7 +46,7 @@ std::vector<std::string> tokenize(const std::string& text);
 /// contains whitespace, since such a file could not be read back as the same examples.
 std::string format_tsv(const std::vector<Example>& examples);
 
-/// format_tsv, written atomically (mona/train/files.h). Errors name `path`.
+/// format_tsv, written atomically (mona/io/files.h). Errors name `path`.
 void write_tsv_atomic(const std::string& path, const std::vector<Example>& examples);
 
 /// One distinct input with all of its distinct reference outputs.

@@ -1,11 +1,8 @@
 // mona/data/vocabulary.h: the mapping between symbols (strings) and ids (int64).
 //
-// Ids 0..3 are reserved, in this order, for
-//   kPad = 0 "<pad>"   padding in batched tensors
-//   kBos = 1 "<s>"     start of sequence (first decoder input)
-//   kEos = 2 "</s>"    end of sequence (last decoder target)
-//   kUnk = 3 "<unk>"   stands for a symbol not in the vocabulary (encode_or_unk only)
-// and every other symbol gets the next free id in order of addition, so ids are dense:
+// Ids 0..3 are the reserved tokens of mona/data/tokens.h (kPad "<pad>", kBos "<s>",
+// kEos "</s>", kUnk "<unk>", which encode_or_unk gives unknown symbols), and every other
+// symbol gets the next free id in order of addition, so ids are dense:
 // 0 .. size() - 1.
 //
 // A symbol is a non-empty string without whitespace (space, tab, CR, LF, VT, FF): symbols
@@ -27,13 +24,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mona/data/tokens.h"
+
 namespace mona::data {
 
 class Vocabulary {
  public:
-  static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
-  static constexpr int64_t kNumSpecials = 4;
-
   /// Just the four specials.
   Vocabulary();
 
@@ -55,7 +51,7 @@ class Vocabulary {
   int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
 
   /// True for the four reserved ids.
-  static bool is_special(int64_t id) { return id >= 0 && id < kNumSpecials; }
+  static bool is_special(int64_t id) { return id >= 0 && id < kNumReserved; }
 
   /// Ids of `symbols`. Throws mona::Error listing every distinct unknown symbol:
   ///   "vocabulary: 2 unknown symbols: \"Q\", \"X\""
@@ -80,9 +76,6 @@ class Vocabulary {
 
   bool operator==(const Vocabulary& other) const { return symbols_ == other.symbols_; }
   bool operator!=(const Vocabulary& other) const { return !(*this == other); }
-
-  /// The four reserved symbols, indexed by id.
-  static const std::vector<std::string>& special_symbols();
 
   /// Empty string if `symbol` is a valid symbol, otherwise the reason (for messages).
   static std::string symbol_problem(const std::string& symbol);

@@ -94,7 +94,7 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source,
                         const std::vector<std::string>& overrides = {});
 /// The full effective configuration (every key, defaults included).
 YAML::Node config_to_yaml(const Config& config);
-/// load_yaml(path) + overrides ("a.b=value") + config_from_yaml.
+/// io::load_yaml(path) + overrides ("a.b=value") + config_from_yaml.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 /// The thread count to use for `requested`, given as `what` (an option or configuration

@@ -5,7 +5,7 @@
 // random generators (LibTorch's global one, for dropout, and the attention's noise
 // generator), the best dev score so far, the effective configuration (YAML) and both
 // vocabularies. It is a LibTorch archive wrapped in mona's checkpoint container
-// (mona/train/files.h: magic, version, length, CRC-32) and written atomically (temporary
+// (mona/io/files.h: magic, version, length, CRC-32) and written atomically (temporary
 // file + rename), so an interrupted write never leaves a broken file; a truncated or
 // corrupt checkpoint is refused with a message naming the file.
 //
@@ -46,7 +46,7 @@
 #include "mona/data/vocabulary.h"
 #include "mona/nn/seq2seq.h"
 #include "mona/train/config.h"
-#include "mona/train/metrics.h"
+#include "mona/io/metrics.h"
 
 namespace mona::train {
 
@@ -68,7 +68,7 @@ struct Transducer {
 
 /// Result of decoding a reference set.
 struct EvalResult {
-  ErrorCounts counts;
+  io::ErrorCounts counts;
   /// Streaming latency (metrics.h) of greedy online decoding: each input is fed one element
   /// at a time, as a live stream receives it, and g(i) is the number of elements received
   /// when output token i appeared. Empty (no sequences) for beam search (its best
@@ -76,13 +76,13 @@ struct EvalResult {
   /// expected-alignment decoding (offline). The tokens are the same as when the whole input
   /// is accepted at once; `seconds` includes the per-element calls (for the G2P recipe's
   /// models about a third more time than whole-word decoding).
-  LatencyCounts latency;
+  io::LatencyCounts latency;
   int64_t inputs = 0;
   double seconds = 0;
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
 };
 
-/// Where evaluate() shows its progress (mona/train/log.h, counting display, one update per
+/// Where evaluate() shows its progress (mona/io/log.h, counting display, one update per
 /// input): nowhere when `out` is null.
 struct EvalProgress {
   std::ostream* out = nullptr;

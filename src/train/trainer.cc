@@ -1,0 +1,634 @@
+// Training runs, checkpoints and evaluation; see include/mona/train/trainer.h.
+#include "mona/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "mona/core/error.h"
+#include "mona/stream/stream.h"
+#include "mona/io/yaml.h"
+#include "mona/io/files.h"
+#include "mona/io/log.h"
+#include "mona/io/plot.h"
+
+namespace mona::train {
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------
+// Transducer and checkpoints
+
+std::vector<int64_t> Transducer::encode_input(const std::vector<std::string>& tokens) const {
+  return input_vocab.encode(tokens);
+}
+
+std::vector<std::string> Transducer::decode_output(const std::vector<int64_t>& ids) const {
+  return output_vocab.decode(ids);
+}
+
+namespace {
+constexpr const char* kFormat = "mona-checkpoint-1";
+
+std::string read_string(torch::serialize::InputArchive& a, const char* key) {
+  c10::IValue v;
+  a.read(key, v);
+  return v.toStringRef();
+}
+int64_t read_int(torch::serialize::InputArchive& a, const char* key) {
+  c10::IValue v;
+  a.read(key, v);
+  return v.toInt();
+}
+double read_double(torch::serialize::InputArchive& a, const char* key) {
+  c10::IValue v;
+  a.read(key, v);
+  return v.toDouble();
+}
+
+at::Generator global_generator() { return at::globalContext().defaultGenerator(at::kCPU); }
+
+// Reads the checkpoint's archive: container checks first (mona::Error naming the file),
+// then LibTorch's own parsing (its errors are rewrapped with the file name).
+void open_archive(const std::string& path, torch::serialize::InputArchive& archive) {
+  const std::string payload = io::read_checkpoint(path);
+  try {
+    std::istringstream in(payload);
+    archive.load_from(in);
+    detail::check_data(read_string(archive, "meta/format") == kFormat, "checkpoint ", path,
+                  ": not a ", kFormat, " archive");
+  } catch (const mona::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    detail::fail_data("checkpoint ", path, ": unreadable archive (", what, ")");
+  }
+}
+
+std::shared_ptr<nn::Seq2Seq> build_model(Config& config, const data::Vocabulary& in,
+                                         const data::Vocabulary& out) {
+  config.model.input_vocab = in.size();
+  config.model.output_vocab = out.size();
+  return std::make_shared<nn::Seq2Seq>(config.model);
+}
+
+// The keys under `node` as "prefix.key" -> value (one-line YAML).
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) flatten(kv.second, prefix + "." + kv.first.as<std::string>(), out);
+    return;
+  }
+  if (node.IsScalar()) {
+    out[prefix] = node.Scalar();
+    return;
+  }
+  YAML::Emitter e;
+  e.SetSeqFormat(YAML::Flow);
+  e.SetMapFormat(YAML::Flow);
+  e << node;
+  out[prefix] = e.c_str();
+}
+
+// Refuses a checkpoint whose model options (its configuration's `model` keys) differ from
+// `config`'s, naming every key that differs with both values.
+void check_model_options(const std::string& path, const std::string& checkpoint_config, const Config& config) {
+  const Config saved = config_from_yaml(io::parse_yaml(checkpoint_config, path + ":config"), path + ":config");
+  std::map<std::string, std::string> theirs, ours;
+  flatten(config_to_yaml(saved)["model"], "model", theirs);
+  flatten(config_to_yaml(config)["model"], "model", ours);
+  std::string diff;
+  int n = 0;
+  for (const auto& [key, value] : ours) {
+    const auto it = theirs.find(key);
+    const std::string saved_value = it == theirs.end() ? "(absent)" : it->second;
+    if (saved_value == value) continue;
+    diff += (n++ ? "; " : "") + key + ": " + saved_value + " in the checkpoint, " + value +
+            " in the configuration";
+  }
+  detail::check(n == 0, "checkpoint ", path, ": ", n == 1 ? "a model option differs" : "model options differ",
+                " from the configuration (a resumed run keeps its model): ", diff,
+                ". Resume with the checkpoint's values, or start a new run in another train.output_dir");
+}
+}  // namespace
+
+void CheckpointIO::save(const std::string& path, const Transducer& t,
+                        const torch::optim::Optimizer* optimizer, const RunState& run) {
+  torch::serialize::OutputArchive archive;
+  archive.write("meta/format", c10::IValue(std::string(kFormat)));
+  archive.write("meta/config", c10::IValue(io::to_yaml_text(config_to_yaml(t.config))));
+  archive.write("meta/input_vocab", c10::IValue(t.input_vocab.to_text()));
+  archive.write("meta/output_vocab", c10::IValue(t.output_vocab.to_text()));
+  archive.write("meta/step", c10::IValue(t.step));
+  archive.write("meta/epoch", c10::IValue(run.epoch));
+  archive.write("meta/position", c10::IValue(run.position));
+  archive.write("meta/best_ter", c10::IValue(run.best_ter));
+  archive.write("meta/bad_evals", c10::IValue(run.bad_evals));
+  torch::serialize::OutputArchive model_archive;
+  t.model->save(model_archive);
+  archive.write("model", model_archive);
+  if (optimizer) {
+    torch::serialize::OutputArchive opt_archive;
+    optimizer->save(opt_archive);
+    archive.write("optimizer", opt_archive);
+  }
+  {
+    at::Generator gen = global_generator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("rng/torch", gen.get_state(), /*is_buffer=*/true);
+  }
+  archive.write("rng/noise", t.model->decoder->attention->noise_state(), true);
+  std::ostringstream out;
+  archive.save_to(out);
+  io::write_checkpoint_atomic(path, out.str());
+}
+
+Transducer Transducer::load(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_archive(path, archive);
+  Transducer t;
+  try {
+    t.config = config_from_yaml(io::parse_yaml(read_string(archive, "meta/config"), path + ":config"),
+                                path + ":config");
+    t.input_vocab = data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"),
+                                                path + ":input_vocab");
+    t.output_vocab = data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"),
+                                                 path + ":output_vocab");
+    t.step = read_int(archive, "meta/step");
+    t.model = build_model(t.config, t.input_vocab, t.output_vocab);
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    t.model->load(model_archive);
+  } catch (const mona::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    detail::fail_data("checkpoint ", path, ": does not match its own configuration (",
+                 what.substr(0, what.find('\n')), ")");
+  }
+  t.model->eval();
+  return t;
+}
+
+RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
+                                 torch::optim::Optimizer* optimizer) {
+  torch::serialize::InputArchive archive;
+  open_archive(path, archive);
+  RunState run;
+  try {
+    check_model_options(path, read_string(archive, "meta/config"), t.config);
+    t.step = read_int(archive, "meta/step");
+    run.epoch = read_int(archive, "meta/epoch");
+    run.position = read_int(archive, "meta/position");
+    run.best_ter = read_double(archive, "meta/best_ter");
+    run.bad_evals = read_int(archive, "meta/bad_evals");
+    detail::check_data(data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"), path) == t.input_vocab &&
+                      data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"), path) == t.output_vocab,
+                  "checkpoint ", path, ": its vocabularies differ from this run's training data");
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    t.model->load(model_archive);
+    if (optimizer) {
+      torch::serialize::InputArchive opt_archive;
+      archive.read("optimizer", opt_archive);
+      optimizer->load(opt_archive);
+    }
+    at::Tensor torch_state, noise_state;
+    archive.read("rng/torch", torch_state, true);
+    archive.read("rng/noise", noise_state, true);
+    {
+      at::Generator gen = global_generator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(torch_state);
+    }
+    t.model->decoder->attention->set_noise_state(noise_state);
+  } catch (const mona::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    detail::fail_data("checkpoint ", path, ": cannot resume from it (", what.substr(0, what.find('\n')), ")");
+  }
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------
+// Evaluation
+
+namespace {
+
+// Greedy online decoding of one input fed one element at a time, as a live stream gets
+// it: returns the tokens and adds their latency (g(i) = elements received when token i
+// appeared; the whole input for tokens that came after its end) to `latency`.
+std::vector<int64_t> stream_greedy(const stream::Recognizer& recognizer, const at::Tensor& x,
+                                   io::LatencyCounts& latency) {
+  const int64_t n = x.size(0);
+  auto s = recognizer.create_stream();
+  std::vector<int64_t> read;
+  for (int64_t k = 0; k < n; ++k) {
+    recognizer.accept(*s, x.narrow(0, k, 1));
+    while (recognizer.is_ready(*s)) recognizer.decode(*s);
+    read.resize(recognizer.result(*s).tokens.size(), k + 1);
+  }
+  recognizer.input_finished(*s);
+  while (recognizer.is_ready(*s)) recognizer.decode(*s);
+  std::vector<int64_t> tokens = recognizer.result(*s).tokens;
+  read.resize(tokens.size(), n);
+  if (n > 0) latency.add(io::latency(read, n));
+  return tokens;
+}
+
+}  // namespace
+
+EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
+                    const nn::SearchOptions& search, bool expected_attention, int64_t limit,
+                    const EvalProgress& progress) {
+  detail::check(!sets.empty(), "evaluate: sets: expected at least one input to decode, got none");
+  detail::check(limit >= 0, "evaluate: limit: expected >= 0 (0: all), got ", limit);
+  torch::NoGradGuard no_grad;
+  t.model->eval();
+  EvalResult r;
+  stream::Recognizer recognizer(t.model, search);
+  const auto t0 = std::chrono::steady_clock::now();
+  // With a limit, an evenly spaced subset (files are often sorted, e.g. alphabetically).
+  const size_t n = limit > 0 ? std::min<size_t>(sets.size(), static_cast<size_t>(limit)) : sets.size();
+  std::unique_ptr<io::Progress> bar;
+  if (progress.out) {
+    bar = std::make_unique<io::Progress>(static_cast<int64_t>(n), *progress.out, progress.is_tty);
+    io::ProgressOptions po = bar->options();
+    po.label = progress.label;
+    po.unit = "inputs";
+    bar->set_options(po);
+  }
+  for (size_t q = 0; q < n; ++q) {
+    const size_t k = n == sets.size() ? q : q * sets.size() / n;
+    const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
+    const at::Tensor x = torch::tensor(ids, torch::kLong);
+    std::vector<int64_t> out;
+    if (expected_attention) {
+      auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
+      const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
+      out = nn::decode_expected(*t.model->decoder, m, search).tokens;
+    } else {
+      out = search.beam == 0 ? stream_greedy(recognizer, x, r.latency) : recognizer.recognize(x).tokens;
+    }
+    r.counts.add(io::score(t.output_vocab.decode(out), sets[k].references));
+    ++r.inputs;
+    if (bar) bar->update_count(r.inputs);
+  }
+  if (bar) bar->finish();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<float> alignment_weights(const Transducer& t, const data::Example& ex) {
+  torch::NoGradGuard no_grad;
+  t.model->eval();
+  const auto x = torch::tensor(t.input_vocab.encode_or_unk(ex.input), torch::kLong).unsqueeze(0);
+  const auto y = torch::tensor(t.output_vocab.encode_or_unk(ex.output), torch::kLong).unsqueeze(0);
+  at::Tensor w;
+  t.model->loss(x, torch::full({1}, x.size(1), torch::kLong), y, torch::full({1}, y.size(1), torch::kLong),
+                {}, &w);
+  const at::Tensor wf = w[0].to(torch::kFloat).contiguous();
+  return std::vector<float>(wf.data_ptr<float>(), wf.data_ptr<float>() + wf.numel());
+}
+
+std::vector<std::string> memory_labels(const Transducer& t, const std::vector<std::string>& input) {
+  std::vector<std::string> labels = input;
+  if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back(data::kReservedSymbols[data::kEos]);
+  return labels;
+}
+
+// ---------------------------------------------------------------------------------------
+// Training
+
+namespace {
+
+struct Encoded {
+  std::vector<int64_t> input, output;
+};
+
+// The batches of one epoch: shuffled with the epoch's seed, bucketed by input length.
+std::vector<std::vector<size_t>> epoch_batches(const std::vector<Encoded>& data, int64_t batch_size,
+                                               uint64_t seed, int64_t epoch) {
+  std::vector<size_t> order(data.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 gen(seed * 1000003ULL + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), gen);
+  const size_t window = static_cast<size_t>(batch_size) * 50;
+  for (size_t s = 0; s < order.size(); s += window) {
+    const auto e = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), s + window));
+    std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(s), e, [&](size_t a, size_t b) {
+      return data[a].input.size() < data[b].input.size();
+    });
+  }
+  std::vector<std::vector<size_t>> batches;
+  for (size_t s = 0; s < order.size(); s += static_cast<size_t>(batch_size)) {
+    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(s),
+                         order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), s + batch_size)));
+  }
+  std::shuffle(batches.begin(), batches.end(), gen);
+  return batches;
+}
+
+std::pair<at::Tensor, at::Tensor> pad(const std::vector<Encoded>& data, const std::vector<size_t>& idx,
+                                      bool outputs) {
+  int64_t T = 0;
+  for (size_t k : idx) T = std::max<int64_t>(T, static_cast<int64_t>((outputs ? data[k].output : data[k].input).size()));
+  at::Tensor x = torch::zeros({static_cast<int64_t>(idx.size()), std::max<int64_t>(T, 1)}, torch::kLong);
+  at::Tensor l = torch::zeros({static_cast<int64_t>(idx.size())}, torch::kLong);
+  auto xa = x.accessor<int64_t, 2>();
+  for (size_t b = 0; b < idx.size(); ++b) {
+    const auto& s = outputs ? data[idx[b]].output : data[idx[b]].input;
+    for (size_t t = 0; t < s.size(); ++t) xa[b][t] = s[t];
+    l[b] = static_cast<int64_t>(s.size());
+  }
+  return {x, l};
+}
+
+void write_plots(const Transducer& t, const std::vector<data::Example>& examples, const std::string& dir,
+                 int64_t step) {
+  fs::create_directories(dir);
+  for (size_t k = 0; k < examples.size(); ++k) {
+    const auto& ex = examples[k];
+    const auto w = alignment_weights(t, ex);
+    auto out_labels = ex.output;
+    out_labels.push_back(data::kReservedSymbols[data::kEos]);
+    const auto in_labels = memory_labels(t, ex.input);
+    const int64_t U = static_cast<int64_t>(out_labels.size()), T = static_cast<int64_t>(in_labels.size());
+    std::ostringstream name;
+    name << dir << "/step" << step << "_ex" << k << ".png";
+    std::ostringstream title;
+    title << t.config.model.attention << " alignment, step " << step;
+    io::write_alignment_png(name.str(), w, U, T, in_labels, out_labels, title.str());
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(Config config) : config_(std::move(config)) { config_.validate(); }
+
+TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
+  RunOptions options;
+  options.resume = resume;
+  options.progress_is_tty = io::Progress::stdout_is_tty();
+  return run(options, progress_out);
+}
+
+namespace {
+
+// The files of a run in `dir` that a fresh run would replace.
+std::vector<std::string> run_files(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const char* name : {"last.ckpt", "best.ckpt", "train.jsonl"}) {
+    if (fs::exists(fs::path(dir) / name)) found.emplace_back(name);
+  }
+  return found;
+}
+
+// Drops the records of the JSONL log at `path` whose "step" is past `step` (those a resumed
+// run writes again), and a last line cut short by a kill; rewrites the file atomically, and
+// only when something is dropped. Lines that are not JSON objects are kept as they are.
+void truncate_log(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  const std::string text = io::read_file(path);
+  std::string kept;
+  bool dropped = false;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {  // no newline: a record the kill interrupted
+      dropped = true;
+      break;
+    }
+    const std::string line = text.substr(pos, nl + 1 - pos);
+    pos = nl + 1;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line;
+  }
+  if (dropped) io::write_file_atomic(path, kept);
+}
+
+// Removes what a fresh run replaces in `dir`: the checkpoints and the step plots (the log is
+// restarted when it is opened).
+void remove_run(const std::string& dir) {
+  fs::remove(fs::path(dir) / "last.ckpt");
+  fs::remove(fs::path(dir) / "best.ckpt");
+  const fs::path plots = fs::path(dir) / "plots";
+  if (!fs::is_directory(plots)) return;
+  for (const auto& e : fs::directory_iterator(plots)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step", 0) == 0 && e.path().extension() == ".png") fs::remove(e.path());
+  }
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t k = 0; k < names.size(); ++k) s += (k ? ", " : "") + names[k];
+  return s;
+}
+
+}  // namespace
+
+TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) {
+  Config& c = config_;
+  const bool resume = options.resume;
+  detail::check(!(options.resume && options.overwrite),
+                "resume and overwrite exclude each other (--resume continues the run in ",
+                c.train.output_dir, ", --overwrite replaces it)");
+  detail::check(!c.data.train.empty(), "data.train: a training TSV file is required");
+  const std::string last_path = c.train.output_dir + "/last.ckpt";
+  const std::string best_path = c.train.output_dir + "/best.ckpt";
+  if (resume) {
+    detail::check_data(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
+  } else if (!options.overwrite) {
+    const auto found = run_files(c.train.output_dir);
+    detail::check(found.empty(), "train.output_dir ", c.train.output_dir, " holds a run (",
+                  join_names(found), "); continue it with --resume, choose another train.output_dir, or "
+                  "replace it with --overwrite");
+  }
+  const auto t_start = std::chrono::steady_clock::now();
+  auto minutes = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() / 60.0;
+  };
+  c.train.threads = usable_threads(c.train.threads, "train.threads", &progress_out);
+  torch::set_num_threads(static_cast<int>(c.train.threads));
+  torch::manual_seed(c.train.seed);
+
+  const auto train_examples = data::read_tsv(c.data.train);
+  detail::check_data(!train_examples.empty(), "data.train: ", c.data.train, " holds no examples");
+  const auto dev_examples = c.data.dev.empty() ? std::vector<data::Example>{} : data::read_tsv(c.data.dev);
+  const auto dev_sets = data::group_references(dev_examples);
+
+  Transducer t;
+  t.config = c;
+  for (const auto& ex : train_examples) {
+    t.input_vocab.add_all(ex.input);
+    t.output_vocab.add_all(ex.output);
+  }
+  t.model = build_model(t.config, t.input_vocab, t.output_vocab);
+  t.model->decoder->attention->reseed_noise(c.train.seed);
+  std::vector<Encoded> data;
+  for (const auto& ex : train_examples) {
+    data.push_back({t.input_vocab.encode(ex.input), t.output_vocab.encode(ex.output)});
+  }
+  const auto& o = c.train.optimizer;
+  torch::optim::Adam adam(t.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
+                                                    .betas({o.beta1, o.beta2})
+                                                    .eps(o.eps)
+                                                    .weight_decay(o.weight_decay));
+  RunState run;
+  if (resume) {  // before anything is written: a bad checkpoint changes nothing on disk
+    run = CheckpointIO::load_into(last_path, t, &adam);
+  }
+  // Everything is checked: from here on the output directory changes.
+  fs::create_directories(c.train.output_dir);
+  if (options.overwrite) remove_run(c.train.output_dir);
+  const std::string log_path = c.train.output_dir + "/train.jsonl";
+  if (resume) truncate_log(log_path, t.step);
+  io::save_yaml_atomic(c.train.output_dir + "/config.yaml", config_to_yaml(t.config));
+  io::JsonlLog log(log_path, /*append=*/resume);
+  io::Progress progress(c.train.max_steps, progress_out, options.progress_is_tty);
+  if (c.train.max_minutes > 0) {  // counted from the start of run(), as the loop counts it
+    progress.set_time_budget(std::max(1e-3, 60 * (c.train.max_minutes - minutes())));
+  }
+  std::vector<data::Example> plot_examples(dev_examples.begin(),
+                                           dev_examples.begin() + std::min<std::ptrdiff_t>(
+                                               static_cast<std::ptrdiff_t>(dev_examples.size()),
+                                               c.train.plot_examples));
+  TrainResult result;
+  result.last_checkpoint = last_path;
+  result.best_checkpoint = best_path;
+
+  auto learning_rate = [&](int64_t step) {
+    double lr = o.learning_rate;
+    if (o.decay_every > 0) lr *= std::pow(o.decay_factor, static_cast<double>(step / o.decay_every));
+    return lr;
+  };
+  auto evaluate_and_save = [&] {
+    nlohmann::json rec{{"event", "eval"}, {"step", t.step}, {"minutes", minutes()}};
+    if (!dev_sets.empty()) {
+      nn::SearchOptions greedy = c.decode;
+      greedy.beam = 0;
+      EvalProgress shown;
+      shown.out = &progress_out;
+      shown.is_tty = options.progress_is_tty;
+      shown.label = "dev eval (step " + std::to_string(t.step) + ")";
+      const EvalResult ev = evaluate(t, dev_sets, greedy, false, c.train.eval_limit, shown);
+      const double ter = ev.counts.token_error_rate();
+      rec["dev_token_error_rate"] = ter;
+      rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
+      rec["dev_inputs_per_second"] = ev.inputs_per_second();
+      const bool emitted = ev.latency.sequences > 0;
+      rec["dev_average_proportion"] = emitted ? nlohmann::json(ev.latency.average_proportion()) : nullptr;
+      rec["dev_average_lagging"] = emitted ? nlohmann::json(ev.latency.average_lagging()) : nullptr;
+      rec["dev_early_token_share"] = emitted ? nlohmann::json(ev.latency.early_token_share()) : nullptr;
+      if (ter < run.best_ter) {
+        run.best_ter = ter;
+        run.bad_evals = 0;
+        CheckpointIO::save(best_path, t, nullptr, run);
+        rec["best"] = true;
+      } else {
+        ++run.bad_evals;
+      }
+    } else {
+      CheckpointIO::save(best_path, t, nullptr, run);
+    }
+    CheckpointIO::save(last_path, t, &adam, run);
+    log.write(rec);
+    t.model->train();
+  };
+
+  t.model->train();
+  int64_t tokens_since = 0;
+  auto t_log = std::chrono::steady_clock::now();
+  double loss_sum = 0;
+  int64_t loss_n = 0;
+  std::vector<std::vector<size_t>> batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
+  int stopped = 0;
+  while (t.step < c.train.max_steps) {
+    if (options.stop && *options.stop != 0) {
+      stopped = static_cast<int>(*options.stop);
+      break;
+    }
+    if (c.train.max_minutes > 0 && minutes() >= c.train.max_minutes) break;
+    if (run.position >= static_cast<int64_t>(batches.size())) {
+      ++run.epoch;
+      run.position = 0;
+      batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
+    }
+    const auto& idx = batches[static_cast<size_t>(run.position++)];
+    auto [x, xl] = pad(data, idx, false);
+    auto [y, yl] = pad(data, idx, true);
+    for (auto& group : adam.param_groups()) {
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(t.step));
+    }
+    adam.zero_grad();
+    int64_t tokens = 0;
+    nn::LengthPenaltyOptions penalty;
+    penalty.lambda = c.train.length_penalty;
+    penalty.until_step = c.train.length_penalty_until;
+    penalty.step = t.step;
+    at::Tensor loss = t.model->loss(x, xl, y, yl, c.train.smoothing, nullptr, &tokens,
+                                    c.train.length_penalty > 0 ? &penalty : nullptr);
+    loss.backward();
+    if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t.model->parameters(), o.clip_norm);
+    adam.step();
+    ++t.step;
+    const double lv = loss.item<double>();
+    detail::check(std::isfinite(lv), "training diverged: loss is ", lv, " at step ", t.step,
+                  " (lower train.optimizer.learning_rate?)");
+    loss_sum += lv;
+    ++loss_n;
+    tokens_since += tokens;
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_log).count();
+    progress.update(t.step, lv, dt > 0 ? tokens_since / dt : 0);
+    if (t.step % c.train.log_every == 0) {
+      log.write({{"event", "train"}, {"step", t.step}, {"loss", loss_sum / loss_n},
+                 {"learning_rate", learning_rate(t.step)}, {"tokens_per_second", dt > 0 ? tokens_since / dt : 0},
+                 {"minutes", minutes()}});
+      loss_sum = 0;
+      loss_n = 0;
+      tokens_since = 0;
+      t_log = std::chrono::steady_clock::now();
+    }
+    if (c.train.plot_every > 0 && t.step % c.train.plot_every == 0 && !plot_examples.empty()) {
+      write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
+      t.model->train();
+    }
+    if (t.step % c.train.eval_every == 0) {
+      evaluate_and_save();
+      if (c.train.patience > 0 && run.bad_evals >= c.train.patience) {
+        result.early_stopped = true;
+        break;
+      }
+    }
+  }
+  progress.finish();
+  if (stopped != 0) {  // asked to stop: keep the state reached, nothing else
+    CheckpointIO::save(last_path, t, &adam, run);
+    log.write({{"event", "stopped"}, {"step", t.step}, {"minutes", minutes()}});
+    result.stopped = stopped;
+    result.steps = t.step;
+    result.minutes = minutes();
+    result.best_token_error_rate = run.best_ter;
+    return result;
+  }
+  if (t.step % c.train.eval_every != 0 || t.step == 0) evaluate_and_save();
+  if (!plot_examples.empty()) write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
+  result.steps = t.step;
+  result.minutes = minutes();
+  result.best_token_error_rate = run.best_ter;
+  return result;
+}
+
+}  // namespace mona::train

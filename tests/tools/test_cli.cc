@@ -1,0 +1,118 @@
+// The `mona` program run as a user runs it: errors are one line with a non-zero exit, and
+// train, decode, stream, eval and plot work end to end on the letter task.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "util/letter_task.h"
+#include "util/program.h"
+#include "util/temp_dir.h"
+
+namespace mona::test {
+namespace {
+namespace fs = std::filesystem;
+
+using Run = mona::test::ProgramRun;
+
+Run run_cli(const std::string& args, const std::string& stdin_text = "") {
+  TempDir d;
+  std::string cmd = std::string(MONA_CLI) + " " + args;
+  if (!stdin_text.empty()) {
+    std::ofstream(d / "stdin.txt") << stdin_text;
+    cmd += " < " + (d / "stdin.txt");
+  }
+  return mona::test::run_program(cmd);
+}
+
+TEST(Cli, ErrorsAreOneLineAndNonZero) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 50, 7);
+  write_letter_task(d / "dev.tsv", 5, 8);
+  {
+    std::ofstream cfg(d / "bad.yaml");
+    cfg << "model:\n  attenton: {type: mocha}\n";
+  }
+  auto r = run_cli("train " + (d / "bad.yaml"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("mona: error: " + (d / "bad.yaml") + ": unknown key \"model.attenton\""),
+            std::string::npos) << r.output;
+  r = run_cli("train " + (d / "missing.yaml"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("missing.yaml"), std::string::npos) << r.output;
+  r = run_cli("frobnicate");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: "), std::string::npos) << r.output;
+  r = run_cli("eval");  // missing arguments
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = run_cli("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("train"), std::string::npos) << r.output;
+  r = run_cli("train " + (d / "bad.yaml") + " --set model.attenton=");
+  EXPECT_NE(r.code, 0);
+  { std::ofstream(d / "garbage.ckpt") << "garbage"; }
+  r = run_cli("decode " + (d / "garbage.ckpt") + " abc");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("mona: error: checkpoint " + (d / "garbage.ckpt")), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << "no stack traces: " << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+TEST(Cli, TrainDecodeStreamEvalPlot) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 100, 9);
+  write_letter_task(d / "dev.tsv", 8, 10);
+  {
+    std::ofstream cfg(d / "cfg.yaml");
+    cfg << "data: {train: " << (d / "train.tsv") << ", dev: " << (d / "dev.tsv") << "}\n"
+        << "model: {embedding_dim: 8, encoder_layers: 1, encoder_hidden: 16, decoder_embedding_dim: 8,\n"
+        << "        decoder_hidden: 16, attention: {type: monotonic, monotonic_energy: dot, init_r: -1}}\n"
+        << "train: {output_dir: " << (d / "run") << ", max_steps: 10, eval_every: 10, batch_size: 8, threads: 1}\n";
+  }
+  auto r = run_cli("train " + (d / "cfg.yaml") + " --set train.optimizer.learning_rate=0.01");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = d / "run/best.ckpt";
+  // unknown characters: reported with the word, and decoding goes on with the next one
+  r = run_cli("decode " + ckpt + " -", "abc\nab9z\n\ncab\n");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping \"ab9z\": symbols outside the model's input vocabulary: '9', 'z'"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("skipping empty input (line 3)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("abc\t"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cab\t"), std::string::npos) << r.output;
+  // characters are UTF-8 code points, named whole; a stray byte is shown in hex
+  r = run_cli("decode " + ckpt + " -", "ab\xc3\xa9" "c\nb\xff" "a\n");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping \"ab\xc3\xa9" "c\": symbols outside the model's input vocabulary: '\xc3\xa9'\n"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("symbols outside the model's input vocabulary: '\\xFF'"), std::string::npos) << r.output;
+  r = run_cli("stream " + ckpt, "abcdef\n");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("read 6 'f'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  = "), std::string::npos) << r.output;
+  r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"inputs\": 8"), std::string::npos) << r.output;
+  r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json --beam 0");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"average_lagging\": "), std::string::npos) << r.output;  // greedy: latency too
+  r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json --beam 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("average_lagging"), std::string::npos) << r.output;  // beam search: none
+  r = run_cli("plot " + ckpt + " abc -o " + (d / "a.png"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(d / "a.png"));
+  // a 200-letter input decodes without error
+  std::string longw;
+  for (int k = 0; k < 200; ++k) longw += char('a' + (k % 6));
+  r = run_cli("decode " + ckpt + " " + longw);
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+}  // namespace
+}  // namespace mona::test
