@@ -49,7 +49,7 @@ namespace {
 
 using mona::nn::Attention;
 using mona::nn::HardState;
-using mona::nn::HardStatus;
+using mona::core::ScanStatus;
 using mona::nn::OnlineMemory;
 
 constexpr int64_t kDim = 256;
@@ -86,7 +86,7 @@ std::shared_ptr<Attention> make_mechanism(const std::string& mechanism, int64_t 
   o.monotonic_energy = "dot";
   o.chunk_size = std::max<int64_t>(w, 1);
   o.noise_std = 0.0;
-  o.threshold = 0.5;
+  o.tau = 0.5;
   auto att = mona::nn::make_attention(mechanism, o);
   att->to(dtype);
   att->eval();
@@ -155,7 +155,7 @@ void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::Scala
     for (int64_t i = 0; i < U; ++i) {
       att->hard_step_into(ds.queries[i], ds.memory, state, out);
       inspected += out.monotonic_energies + out.chunk_energies;
-      emitted += out.status == HardStatus::kEmitted;
+      emitted += out.status == ScanStatus::kChose;
       benchmark::DoNotOptimize(out);  // the step is an out-of-line call; this keeps `out` live
     }
     ++trials;

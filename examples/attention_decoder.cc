@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     double error = 0;
     while (emitted < T) {
       const mona::nn::HardStepOutput r = attention->hard_step(s.view({-1}), memory, hard);
-      if (r.status == mona::nn::HardStatus::kNeedMoreInput) {
+      if (r.status == mona::core::ScanStatus::kNeedMoreInput) {
         if (arrived < T) attention->extend(memory, h.narrow(0, arrived++, 1));
         if (arrived == T) memory.finish();
         continue;

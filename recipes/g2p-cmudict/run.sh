@@ -6,7 +6,7 @@
 #   bash recipes/g2p-cmudict/run.sh [CONFIG_NAME ...]     # default: all eight
 #
 # For each model: test PER and WER with greedy hard online decoding (the online path),
-# with beam 8 (rank 8, score threshold 3; on an evenly spaced 2000-word subset of the test
+# with beam 8 (rank 8, prune margin 3; on an evenly spaced 2000-word subset of the test
 # split, to bound the time), and with greedy decoding over the soft expected alignment
 # (the hard-vs-expected gap); words/s of greedy and beam decoding; training minutes/steps.
 set -euo pipefail

@@ -345,7 +345,7 @@ GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta
       cursor.mu = static_cast<double>(mu);
       cursor.variance = static_cast<double>(variance);
     }
-    r.status = GmmStepStatus::kNeedMoreInput;
+    r.status = ScanStatus::kNeedMoreInput;
     cursor.touched += r.touched;
     return r;
   };
@@ -361,7 +361,7 @@ GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta
       // Same operations as the offline kernel with H = 1 and w = 1: bit-identical.
       weights[j - begin] = (T(0) + T(1) * n) * d;
     }
-    r.status = GmmStepStatus::kEmitted;
+    r.status = ScanStatus::kChose;
     r.begin = begin;
     r.end = end;
     cursor.pending = false;

@@ -35,8 +35,8 @@ void AttentionOptions::validate(const char* who) const {
   MONA_CHECK(std::isfinite(noise_std) && noise_std >= 0, who,
               ": noise_std must be finite and >= 0, got ", noise_std);
   MONA_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
-  MONA_CHECK(threshold > 0 && threshold < 1, who, ": threshold tau must lie in (0, 1), got ",
-              threshold);
+  MONA_CHECK(tau > 0 && tau < 1, who, ": tau must lie in (0, 1), got ",
+              tau);
   MONA_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
   MONA_CHECK(std::isfinite(gmm_window_radius) && gmm_window_radius > 0, who,
               ": gmm_window_radius must be finite and > 0, got ", gmm_window_radius);
@@ -164,7 +164,7 @@ void zero_context(at::Tensor& context, int64_t n, const at::Tensor& query) {
 // Every field of a hard step's output set to "nothing happened yet"; the tensors stay
 // (they are reused or replaced by the step that fills them).
 void reset_fields(HardStepOutput& out) {
-  out.status = HardStatus::kNeedMoreInput;
+  out.status = core::ScanStatus::kNeedMoreInput;
   out.index = -1;
   out.begin = -1;
   out.monotonic_energies = 0;
@@ -295,12 +295,12 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
                      HardStepOutput& out) {
   reset_fields(out);
   if (state.exhausted) {
-    out.status = HardStatus::kExhausted;
+    out.status = core::ScanStatus::kExhausted;
     zero_context(out.context, options_.memory_dim, query);
     return;
   }
   core::ScanOptions so;
-  so.threshold = options_.threshold;
+  so.tau = options_.tau;
   so.sample = options_.sample;
   core::ScanResult r;
   if (memory.size() == 0) {
@@ -349,7 +349,7 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
   out.monotonic_energies = r.inspected;
   switch (r.status) {
     case core::ScanStatus::kChose:
-      out.status = HardStatus::kEmitted;
+      out.status = core::ScanStatus::kChose;
       out.index = r.index;
       state.t = r.index;
       state.resume = r.index;
@@ -370,11 +370,11 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
       }
       break;
     case core::ScanStatus::kNeedMoreInput:
-      out.status = HardStatus::kNeedMoreInput;
+      out.status = core::ScanStatus::kNeedMoreInput;
       state.resume = r.index;
       break;
     case core::ScanStatus::kExhausted:
-      out.status = HardStatus::kExhausted;
+      out.status = core::ScanStatus::kExhausted;
       state.exhausted = true;
       zero_context(out.context, options_.memory_dim, query);
       break;
@@ -455,13 +455,13 @@ void SoftAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& 
   reset_fields(out);
   if (!memory.finished()) return;  // soft attention needs the whole input
   if (memory.size() == 0) {
-    out.status = HardStatus::kExhausted;
+    out.status = core::ScanStatus::kExhausted;
     zero_context(out.context, options_.memory_dim, query);
     state.exhausted = true;
     return;
   }
   chunk_context(query, memory, 0, memory.size() - 1, out);
-  out.status = HardStatus::kEmitted;
+  out.status = core::ScanStatus::kChose;
   out.index = memory.size() - 1;
 }
 
@@ -503,7 +503,7 @@ SequenceOutput MonotonicAttention::forward(const at::Tensor& queries, const Memo
 void MonotonicAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
                                         HardState& state, HardStepOutput& out) {
   check_hard_query(query, memory, options_.query_dim, "MonotonicAttention::hard_step");
-  // On kEmitted, scan() has set the context h[index], the weight 1 and begin = index
+  // On kChose, scan() has set the context h[index], the weight 1 and begin = index
   // (this mechanism has no chunk energy).
   scan(query, memory, state, out);
 }
@@ -539,7 +539,7 @@ void MoChA::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
                            HardState& state, HardStepOutput& out) {
   check_hard_query(query, memory, options_.query_dim, "MoChA::hard_step");
   scan(query, memory, state, out);
-  if (out.status == HardStatus::kEmitted) {
+  if (out.status == core::ScanStatus::kChose) {
     chunk_context(query, memory, core::mocha_chunk_start(out.index, options_.chunk_size),
                   out.index, out);
   }
@@ -589,7 +589,7 @@ void MAtChA::hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
   check_hard_query(query, memory, options_.query_dim, "MAtChA::hard_step");
   const int64_t previous = state.t;
   scan(query, memory, state, out);
-  if (out.status == HardStatus::kEmitted) chunk_context(query, memory, previous, out.index, out);
+  if (out.status == core::ScanStatus::kChose) chunk_context(query, memory, previous, out.index, out);
 }
 
 }  // namespace mona::nn

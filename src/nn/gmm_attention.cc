@@ -380,9 +380,9 @@ void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& m
     next = std::make_shared<GmmHardState>();
   }
   HardStepOutput step = hard_step(query, memory, *next);
-  if (step.status == HardStatus::kEmitted) state.t = step.index;
+  if (step.status == core::ScanStatus::kChose) state.t = step.index;
   state.extension = std::move(next);
-  if (step.status == HardStatus::kNeedMoreInput) {  // keep out's tensors, as documented
+  if (step.status == core::ScanStatus::kNeedMoreInput) {  // keep out's tensors, as documented
     step.context = std::move(out.context);
     step.weights = std::move(out.weights);
   }
@@ -461,7 +461,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
                                          pos.delta[h].data(), n, memory.finished(),
                                          gmm_.window, state.cursors[h], buf.data());
     out.monotonic_energies += r.touched;
-    if (r.status == core::GmmStepStatus::kEmitted) {
+    if (r.status == core::ScanStatus::kChose) {
       state.done[h] = 1;
       state.begin[h] = r.begin;
       state.end[h] = r.end;
@@ -471,7 +471,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     }
   }
   if (!all) {
-    out.status = HardStatus::kNeedMoreInput;
+    out.status = core::ScanStatus::kNeedMoreInput;
     return out;
   }
   // Every head emitted: mix the windows, form the context, advance mu.
@@ -494,7 +494,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     state.mu[h] += steps.data_ptr<double>()[h];
     state.done[h] = 0;
   }
-  out.status = HardStatus::kEmitted;
+  out.status = core::ScanStatus::kChose;
   out.weights = w.to(vopt.dtype());
   out.begin = begin;
   out.index = end - 1;

@@ -41,7 +41,7 @@ int64_t best_token(const at::Tensor& log_probs) { return top_k(log_probs, 1)[0].
 
 void SearchOptions::validate() const {
   MONA_CHECK(beam >= 0, "SearchOptions: beam must be >= 0 (0 = greedy), got ", beam);
-  MONA_CHECK(std::isfinite(threshold) && threshold > 0, "SearchOptions: threshold must be > 0, got ", threshold);
+  MONA_CHECK(std::isfinite(prune_margin) && prune_margin > 0, "SearchOptions: prune_margin must be finite and > 0, got ", prune_margin);
   MONA_CHECK(std::isfinite(length_ratio) && length_ratio > 0, "SearchOptions: length_ratio must be > 0, got ",
               length_ratio);
   MONA_CHECK(length_bonus >= 0, "SearchOptions: length_bonus must be >= 0, got ", length_bonus);
@@ -102,7 +102,7 @@ bool OnlineSearch::advance_greedy(Decoder& decoder, const OnlineMemory& memory) 
     const int64_t prev = h.tokens.empty() ? kBos : h.tokens.back();
     DecoderStep step = decoder.hard_step(prev, h.state, memory);
     h.state.attention = step.next.attention;  // keep the scan position even when blocked
-    if (step.status == HardStatus::kNeedMoreInput) return progress;
+    if (step.status == core::ScanStatus::kNeedMoreInput) return progress;
     progress = true;
     const int64_t y = best_token(step.log_probs);
     h.score += step.log_probs[y].item<double>();
@@ -132,7 +132,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
       const int64_t prev = h.tokens.empty() ? kBos : h.tokens.back();
       DecoderStep step = decoder.hard_step(prev, h.state, memory);
       h.state.attention = step.next.attention;
-      if (step.status == HardStatus::kNeedMoreInput) return progress;
+      if (step.status == core::ScanStatus::kNeedMoreInput) return progress;
       h.pending = std::move(step);
     }
     progress = true;
@@ -146,7 +146,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
         finished_.push_back(std::move(h));
       }
     }
-    // 3. Candidates: top `beam` tokens of each, then rank and threshold pruning.
+    // 3. Candidates: top `beam` tokens of each, then rank and prune by the margin.
     std::vector<Candidate> cands;
     for (size_t k = 0; k < expandable.size(); ++k) {
       for (auto& [lp, tok] : top_k(expandable[k].pending->log_probs, options_.beam)) {
@@ -159,7 +159,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
     std::vector<Hypothesis> next;
     const double best_score = cands.empty() ? -INFINITY : cands[0].score;
     for (const Candidate& c : cands) {
-      if (c.score < best_score - options_.threshold) continue;
+      if (c.score < best_score - options_.prune_margin) continue;
       const Hypothesis& parent = expandable[c.parent];
       Hypothesis h;
       h.tokens = parent.tokens;
@@ -236,7 +236,7 @@ Hypothesis decode_expected(Decoder& decoder, const Memory& memory, const SearchO
     std::vector<State> next;
     const double best_score = cands.empty() ? -INFINITY : cands[0].score;
     for (const Candidate& c : cands) {
-      if (options.beam > 0 && c.score < best_score - options.threshold) continue;
+      if (options.beam > 0 && c.score < best_score - options.prune_margin) continue;
       State st{keep[c.parent].hyp, exps[c.parent].h, exps[c.parent].c, exps[c.parent].alignment};
       st.hyp.score = c.score;
       if (c.token == kEos) {

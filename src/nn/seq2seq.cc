@@ -337,7 +337,7 @@ DecoderStep Decoder::hard_step(int64_t y_prev, const DecoderState& state, const 
   step.next = state;
   step.attention = attention->hard_step(state.h.view({-1}), memory, step.next.attention);
   step.status = step.attention.status;
-  if (step.status == HardStatus::kNeedMoreInput) return step;
+  if (step.status == core::ScanStatus::kNeedMoreInput) return step;
   const at::Tensor ctx = step.attention.context.view({1, -1});
   auto emb = embedding(torch::full({1}, y_prev, torch::kLong));
   auto hc = cell(torch::cat({emb, ctx}, 1), std::make_tuple(state.h, state.c));

@@ -34,6 +34,13 @@ class Section {
                    "\" as ", type_name<T>());
     }
   }
+  /// A key of an earlier version, now called `new_key`: refused, naming the new name.
+  void renamed(const char* old_key, const char* new_key) {
+    known_.insert(old_key);
+    if (!node_ || !node_.IsMap() || !node_[old_key]) return;
+    detail::fail(source_for(name(old_key)), ": ", name(old_key), " is now called ", name(new_key),
+                 " (rename the key; checkpoints of earlier versions are read either way)");
+  }
   Section sub(const char* key) {
     known_.insert(key);
     return Section(node_ && node_.IsMap() ? node_[key] : YAML::Node(), name(key), source_,
@@ -123,7 +130,8 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source,
     a.get("init_r", ao.init_r);
     a.get("noise_std", ao.noise_std);
     a.get("chunk_size", ao.chunk_size);
-    a.get("threshold", ao.threshold);
+    a.get("tau", ao.tau);
+    a.renamed("threshold", "tau");
     a.get("sample", ao.sample);
     a.get("num_heads", ao.num_heads);
     a.get("gmm_window_radius", ao.gmm_window_radius);
@@ -169,13 +177,34 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source,
   {
     Section d = top.sub("decode");
     d.get("beam", c.decode.beam);
-    d.get("threshold", c.decode.threshold);
+    d.get("prune_margin", c.decode.prune_margin);
+    d.renamed("threshold", "prune_margin");
     d.get("length_ratio", c.decode.length_ratio);
     d.get("length_bonus", c.decode.length_bonus);
     d.finish();
   }
   top.finish();
   return c;
+}
+
+namespace {
+// Moves root[path..., from] to root[path..., to] unless the new key is already there.
+void rename_key(const YAML::Node& root, const std::vector<std::string>& path,
+                const std::string& from, const std::string& to) {
+  YAML::Node node = root;
+  for (const auto& p : path) {
+    if (!node.IsMap() || !node[p]) return;
+    node.reset(node[p]);  // rebind (operator= would overwrite the node's value)
+  }
+  if (!node.IsMap() || !node[from]) return;
+  if (!node[to]) node[to] = YAML::Clone(node[from]);
+  node.remove(from);
+}
+}  // namespace
+
+void migrate_config(YAML::Node& root) {
+  rename_key(root, {"model", "attention"}, "threshold", "tau");
+  rename_key(root, {"decode"}, "threshold", "prune_margin");
 }
 
 YAML::Node config_to_yaml(const Config& c) {
@@ -207,7 +236,7 @@ YAML::Node config_to_yaml(const Config& c) {
   a["init_r"] = ao.init_r;
   a["noise_std"] = ao.noise_std;
   a["chunk_size"] = ao.chunk_size;
-  a["threshold"] = ao.threshold;
+  a["tau"] = ao.tau;
   a["sample"] = ao.sample;
   a["num_heads"] = ao.num_heads;
   a["gmm_window_radius"] = ao.gmm_window_radius;
@@ -243,7 +272,7 @@ YAML::Node config_to_yaml(const Config& c) {
   for (double w : r.smoothing.localized) loc.push_back(w);
   t["smoothing"]["localized"] = loc;
   root["decode"]["beam"] = c.decode.beam;
-  root["decode"]["threshold"] = c.decode.threshold;
+  root["decode"]["prune_margin"] = c.decode.prune_margin;
   root["decode"]["length_ratio"] = c.decode.length_ratio;
   root["decode"]["length_bonus"] = c.decode.length_bonus;
   return root;

@@ -23,13 +23,13 @@ namespace mona::train {
 namespace fs = std::filesystem;
 
 // ---------------------------------------------------------------------------------------
-// Transducer and checkpoints
+// TrainedModel and checkpoints
 
-std::vector<int64_t> Transducer::encode_input(const std::vector<std::string>& tokens) const {
+std::vector<int64_t> TrainedModel::encode_input(const std::vector<std::string>& tokens) const {
   return input_vocab.encode(tokens);
 }
 
-std::vector<std::string> Transducer::decode_output(const std::vector<int64_t>& ids) const {
+std::vector<std::string> TrainedModel::decode_output(const std::vector<int64_t>& ids) const {
   return output_vocab.decode(ids);
 }
 
@@ -99,7 +99,9 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
 // Refuses a checkpoint whose model options (its configuration's `model` keys) differ from
 // `config`'s, naming every key that differs with both values.
 void check_model_options(const std::string& path, const std::string& checkpoint_config, const Config& config) {
-  const Config saved = config_from_yaml(io::parse_yaml(checkpoint_config, path + ":config"), path + ":config");
+  YAML::Node saved_yaml = io::parse_yaml(checkpoint_config, path + ":config");
+  migrate_config(saved_yaml);
+  const Config saved = config_from_yaml(saved_yaml, path + ":config");
   std::map<std::string, std::string> theirs, ours;
   flatten(config_to_yaml(saved)["model"], "model", theirs);
   flatten(config_to_yaml(config)["model"], "model", ours);
@@ -118,7 +120,7 @@ void check_model_options(const std::string& path, const std::string& checkpoint_
 }
 }  // namespace
 
-void CheckpointIO::save(const std::string& path, const Transducer& t,
+void CheckpointIO::save(const std::string& path, const TrainedModel& t,
                         const torch::optim::Optimizer* optimizer, const RunState& run) {
   torch::serialize::OutputArchive archive;
   archive.write("meta/format", c10::IValue(std::string(kFormat)));
@@ -149,13 +151,14 @@ void CheckpointIO::save(const std::string& path, const Transducer& t,
   io::write_checkpoint_atomic(path, out.str());
 }
 
-Transducer Transducer::load(const std::string& path) {
+TrainedModel TrainedModel::load(const std::string& path) {
   torch::serialize::InputArchive archive;
   open_archive(path, archive);
-  Transducer t;
+  TrainedModel t;
   try {
-    t.config = config_from_yaml(io::parse_yaml(read_string(archive, "meta/config"), path + ":config"),
-                                path + ":config");
+    YAML::Node config_yaml = io::parse_yaml(read_string(archive, "meta/config"), path + ":config");
+    migrate_config(config_yaml);
+    t.config = config_from_yaml(config_yaml, path + ":config");
     t.input_vocab = data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"),
                                                 path + ":input_vocab");
     t.output_vocab = data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"),
@@ -176,7 +179,7 @@ Transducer Transducer::load(const std::string& path) {
   return t;
 }
 
-RunState CheckpointIO::load_into(const std::string& path, Transducer& t,
+RunState CheckpointIO::load_into(const std::string& path, TrainedModel& t,
                                  torch::optim::Optimizer* optimizer) {
   torch::serialize::InputArchive archive;
   open_archive(path, archive);
@@ -245,7 +248,7 @@ std::vector<int64_t> stream_greedy(const stream::Recognizer& recognizer, const a
 
 }  // namespace
 
-EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
+EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention, int64_t limit,
                     const EvalProgress& progress) {
   detail::check(!sets.empty(), "evaluate: sets: expected at least one input to decode, got none");
@@ -286,7 +289,7 @@ EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& 
   return r;
 }
 
-std::vector<float> alignment_weights(const Transducer& t, const data::Example& ex) {
+std::vector<float> alignment_weights(const TrainedModel& t, const data::Example& ex) {
   torch::NoGradGuard no_grad;
   t.model->eval();
   const auto x = torch::tensor(t.input_vocab.encode_or_unk(ex.input), torch::kLong).unsqueeze(0);
@@ -298,7 +301,7 @@ std::vector<float> alignment_weights(const Transducer& t, const data::Example& e
   return std::vector<float>(wf.data_ptr<float>(), wf.data_ptr<float>() + wf.numel());
 }
 
-std::vector<std::string> memory_labels(const Transducer& t, const std::vector<std::string>& input) {
+std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input) {
   std::vector<std::string> labels = input;
   if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back(data::kReservedSymbols[data::kEos]);
   return labels;
@@ -351,7 +354,7 @@ std::pair<at::Tensor, at::Tensor> pad(const std::vector<Encoded>& data, const st
   return {x, l};
 }
 
-void write_plots(const Transducer& t, const std::vector<data::Example>& examples, const std::string& dir,
+void write_plots(const TrainedModel& t, const std::vector<data::Example>& examples, const std::string& dir,
                  int64_t step) {
   fs::create_directories(dir);
   for (size_t k = 0; k < examples.size(); ++k) {
@@ -469,7 +472,7 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
   const auto dev_examples = c.data.dev.empty() ? std::vector<data::Example>{} : data::read_tsv(c.data.dev);
   const auto dev_sets = data::group_references(dev_examples);
 
-  Transducer t;
+  TrainedModel t;
   t.config = c;
   for (const auto& ex : train_examples) {
     t.input_vocab.add_all(ex.input);

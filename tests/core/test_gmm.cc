@@ -19,7 +19,7 @@ namespace {
 
 using core::GmmCursor;
 using core::GmmOptions;
-using core::GmmStepStatus;
+using core::ScanStatus;
 using core::GmmWindow;
 using core::Grid;
 
@@ -366,7 +366,7 @@ TEST(GmmAttention, NoNanForFramesFarOutsideTheWindow) {
   o.window = GmmWindow::kAdaptive;
   const auto r = core::gmm_online_step(1.0, 1e-8, nu.data(), nullptr, 3, false, o, cursor,
                                        weights.data());
-  EXPECT_EQ(r.status, GmmStepStatus::kEmitted);
+  EXPECT_EQ(r.status, ScanStatus::kChose);
   EXPECT_EQ(r.begin, 1);
   EXPECT_EQ(r.end, 2);
   EXPECT_TRUE(std::isfinite(weights[0]));
@@ -422,7 +422,7 @@ void check_online_equals_offline(GmmProblem p, Random& rnd, GmmCursor& cursor) {
       const bool finished = available == T;
       const auto r = core::gmm_online_step(mu, v, p.nu.data(), p.delta.data(), available,
                                            finished, o, cursor, weights.data());
-      if (r.status == GmmStepStatus::kNeedMoreInput) {
+      if (r.status == ScanStatus::kNeedMoreInput) {
         ASSERT_FALSE(finished);
         // Not late: no available frame could have decided the step.
         if (o.window == GmmWindow::kAdaptive) {
@@ -508,7 +508,7 @@ int64_t stream_touches(GmmWindow window, int64_t T, int64_t U, double variance,
     for (;;) {
       const auto r = core::gmm_online_step(mu, variance, nu.data(), delta.data(), available,
                                            available == T, o, cursor, weights.data());
-      if (r.status == GmmStepStatus::kEmitted) {
+      if (r.status == ScanStatus::kChose) {
         *window_total += r.end - r.begin;
         *rescan_total += std::min<int64_t>(r.end + 1, T);  // Algorithm 1: frames 1 .. end
         break;
@@ -549,11 +549,11 @@ TEST(GmmOnline, FixedWindowWaitsForLookahead) {
   for (int64_t available = 0; available <= 4; ++available) {
     const auto r = core::gmm_online_step(3.2, 1.0, nu.data(), nullptr, available, false, o,
                                          cursor, weights.data());
-    EXPECT_EQ(r.status, GmmStepStatus::kNeedMoreInput) << available;
+    EXPECT_EQ(r.status, ScanStatus::kNeedMoreInput) << available;
   }
   const auto r = core::gmm_online_step(3.2, 1.0, nu.data(), nullptr, 5, false, o, cursor,
                                        weights.data());
-  ASSERT_EQ(r.status, GmmStepStatus::kEmitted);
+  ASSERT_EQ(r.status, ScanStatus::kChose);
   EXPECT_EQ(r.gamma, 2);
   EXPECT_EQ(r.begin, 0);
   EXPECT_EQ(r.end, 5);
@@ -565,7 +565,7 @@ TEST(GmmOnline, FixedWindowWaitsForLookahead) {
   cursor.reset();
   const auto exact = core::gmm_online_step(3.0, 1.0, nu.data(), nullptr, 3, false, o, cursor,
                                            weights.data());
-  ASSERT_EQ(exact.status, GmmStepStatus::kEmitted);
+  ASSERT_EQ(exact.status, ScanStatus::kChose);
   EXPECT_EQ(exact.gamma, 2);
   EXPECT_EQ(exact.end, 3);
   // Plain GMM cannot stream: it waits for the finished input.
@@ -574,10 +574,10 @@ TEST(GmmOnline, FixedWindowWaitsForLookahead) {
   EXPECT_EQ(core::gmm_online_step(3.2, 1.0, nu.data(), nullptr, 7, false, o, cursor,
                                   weights.data())
                 .status,
-            GmmStepStatus::kNeedMoreInput);
+            ScanStatus::kNeedMoreInput);
   const auto all = core::gmm_online_step(3.2, 1.0, nu.data(), nullptr, 7, true, o, cursor,
                                          weights.data());
-  EXPECT_EQ(all.status, GmmStepStatus::kEmitted);
+  EXPECT_EQ(all.status, ScanStatus::kChose);
   EXPECT_EQ(all.end - all.begin, 7);
 }
 
@@ -607,7 +607,7 @@ TEST(GmmOnline, FixedWindowTiesGoToTheEarliestFrame) {
     std::vector<double> w(4);
     const auto r = core::gmm_online_step(mu, 1.0, nu.data(), nullptr, 4, false, o, cursor,
                                          w.data());
-    ASSERT_EQ(r.status, GmmStepStatus::kEmitted);
+    ASSERT_EQ(r.status, ScanStatus::kChose);
     EXPECT_EQ(r.gamma, 1);
     EXPECT_EQ(r.begin, 1);
     EXPECT_EQ(r.end, 2);
@@ -770,7 +770,7 @@ TEST(GmmOnline, Errors) {
   const std::vector<double> ok = {1.0, 2.0, 3.0, 4.0};
   ASSERT_EQ(core::gmm_online_step(3.0, 1.0, ok.data(), nullptr, 2, false, o, c, weights.data())
                 .status,
-            GmmStepStatus::kNeedMoreInput);
+            ScanStatus::kNeedMoreInput);
   expect_error(
       [&] { core::gmm_online_step(3.5, 1.0, ok.data(), nullptr, 3, false, o, c, weights.data()); },
       "gmm_online_step: a step is pending for mu=3, variance=1; got mu=3.5, variance=1");

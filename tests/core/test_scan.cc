@@ -28,7 +28,7 @@ TEST(MonotonicScan, StopsAtFirstEntryAtOrAboveThreshold) {
   EXPECT_EQ(r.index, 3);
   EXPECT_EQ(r.inspected, 1);
   ScanOptions high;
-  high.threshold = 0.95;
+  high.tau = 0.95;
   r = monotonic_scan(0, 5, true, at, high);
   EXPECT_EQ(r.status, ScanStatus::kExhausted);
   EXPECT_EQ(r.index, 5);
@@ -132,10 +132,10 @@ TEST(MonotonicScan, SameSeedSameDraws) {
 TEST(MonotonicScan, Errors) {
   auto half = [](int64_t) { return 0.5; };
   ScanOptions bad;
-  bad.threshold = 1.0;
+  bad.tau = 1.0;
   expect_error([&] { monotonic_scan(0, 3, true, half, bad); },
-               "ScanOptions.threshold: tau must lie in (0, 1), got 1");
-  bad.threshold = 0.0;
+               "ScanOptions.tau must lie in (0, 1), got 1");
+  bad.tau = 0.0;
   expect_error([&] { monotonic_scan(0, 3, true, half, bad); }, "got 0");
   expect_error([&] { monotonic_scan(-1, 3, true, half); },
                "monotonic_scan: start must be >= 0, got -1");
@@ -158,7 +158,7 @@ TEST(ThresholdScan, EqualsMonotonicScanOnTheSigmoid) {
   for (double tau : {0.5, 0.1, 0.9, 0.3337}) {
     const core::EnergyThreshold rule(tau);
     ScanOptions opt;
-    opt.threshold = tau;
+    opt.tau = tau;
     const double logit = std::log(tau / (1 - tau));
     for (int trial = 0; trial < 2000; ++trial) {
       const int64_t T = rnd.integer(0, 12);

@@ -17,7 +17,7 @@ namespace mona::test {
 namespace {
 
 using nn::AttentionOptions;
-using nn::HardStatus;
+using mona::core::ScanStatus;
 
 const std::vector<std::string> kMechanisms = {"soft", "monotonic", "mocha", "matcha"};
 
@@ -220,7 +220,7 @@ HardRun run_hard(nn::Attention& att, const torch::Tensor& memory /*[T, Dh]*/,
     auto out = att.hard_step(queries[i], mem, state);
     run.monotonic_energies += out.monotonic_energies;
     run.chunk_energies += out.chunk_energies;
-    if (out.status == HardStatus::kNeedMoreInput) {
+    if (out.status == core::ScanStatus::kNeedMoreInput) {
       const int64_t n = std::min(chunk, T - fed);
       if (n > 0) att.extend(mem, memory.narrow(0, fed, n));
       fed += n;
@@ -228,7 +228,7 @@ HardRun run_hard(nn::Attention& att, const torch::Tensor& memory /*[T, Dh]*/,
       continue;
     }
     ctx.push_back(out.context);
-    run.index.push_back(out.status == HardStatus::kEmitted ? out.index : -1);
+    run.index.push_back(out.status == core::ScanStatus::kChose ? out.index : -1);
     ++i;
   }
   run.contexts = torch::stack(ctx);
@@ -351,7 +351,7 @@ TEST(Attention, HardStepIntoReusesOnlyUnsharedOutputs) {
       EXPECT_EQ(out.begin, fresh.begin);
       EXPECT_EQ(out.monotonic_energies, fresh.monotonic_energies);
       EXPECT_EQ(out.chunk_energies, fresh.chunk_energies);
-      if (fresh.status != HardStatus::kNeedMoreInput) {
+      if (fresh.status != core::ScanStatus::kNeedMoreInput) {
         EXPECT_TRUE(torch::equal(out.context, fresh.context)) << mech << " step " << i;
         ++compared;
       }
@@ -382,7 +382,7 @@ TEST(Attention, HardDecisionsEqualTheSigmoidRuleAtTheThreshold) {
     o.memory_dim = 1;
     o.energy = "dot";
     o.monotonic_energy = "dot";
-    o.threshold = tau;
+    o.tau = tau;
     o.noise_std = 0;
     auto att = make("monotonic", o);
     {
@@ -408,7 +408,7 @@ TEST(Attention, HardDecisionsEqualTheSigmoidRuleAtTheThreshold) {
       for (int64_t j = 0; j < 3 && expected < 0; ++j) {
         if (1.0 / (1.0 + std::exp(-energies[j])) >= tau) expected = j;
       }
-      ASSERT_EQ(out.status, HardStatus::kEmitted);
+      ASSERT_EQ(out.status, core::ScanStatus::kChose);
       EXPECT_EQ(out.index, expected) << "tau " << tau << " delta " << delta;
     }
   }
@@ -450,8 +450,8 @@ TEST(Attention, ModuleArgumentErrors) {
   bad.chunk_size = 0;
   expect_throws_with([&] { nn::make_attention("mocha", bad); }, "chunk_size w must be >= 1, got 0");
   bad = o;
-  bad.threshold = 1.5;
-  expect_throws_with([&] { nn::make_attention("monotonic", bad); }, "threshold tau must lie in (0, 1), got 1.5");
+  bad.tau = 1.5;
+  expect_throws_with([&] { nn::make_attention("monotonic", bad); }, ": tau must lie in (0, 1), got 1.5");
   expect_throws_with([&] { nn::make_attention("bahdanau", o); }, "got \"bahdanau\"");
   nn::OnlineMemory om;
   att->extend(om, torch::randn({3, 4}, torch::kDouble));

@@ -21,7 +21,7 @@ namespace {
 using core::GmmWindow;
 using nn::AttentionOptions;
 using nn::GmmAttentionOptions;
-using nn::HardStatus;
+using mona::core::ScanStatus;
 
 AttentionOptions small_options() {
   AttentionOptions o;
@@ -175,13 +175,13 @@ void check_streaming(bool sa, GmmWindow w, int64_t heads, uint64_t seed) {
   for (int64_t i = 0; i < U; ++i) {
     for (;;) {
       auto r = att->hard_step(q[0][i], om, st);
-      if (r.status == HardStatus::kNeedMoreInput) {
+      if (r.status == core::ScanStatus::kNeedMoreInput) {
         ASSERT_LT(fed, T);
         att->extend(om, h[0][fed]);
         if (++fed == T) om.finish();
         continue;
       }
-      ASSERT_EQ(r.status, HardStatus::kEmitted);
+      ASSERT_EQ(r.status, core::ScanStatus::kChose);
       early += !om.finished();
       // Other arithmetic than forward(): the online step sums the window's weights in double
       // scalar code, forward() with tensor ops; float64, T = 30 frames: rounding ~1e-16

@@ -114,7 +114,7 @@ std::vector<torch::Tensor> run(nn::Attention& att, nn::OnlineMemory& memory,
   for (int64_t i = 0; i < queries.size(0); ++i) {
     for (;;) {
       auto r = att.hard_step(queries[i], memory, state);
-      if (r.status == nn::HardStatus::kNeedMoreInput) {
+      if (r.status == mona::core::ScanStatus::kNeedMoreInput) {
         const int64_t fed = memory.size();
         EXPECT_LT(fed, frames.size(0));
         if (fed >= frames.size(0)) return out;

@@ -121,8 +121,8 @@ TEST(CliGuards, TrainRefusesADirectoryHoldingARunUnlessResumedOrOverwritten) {
   // --overwrite starts afresh: the old checkpoints, log records and plots are gone.
   r = run_cli("train " + cfg + " --overwrite --set train.max_steps=5");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(train::Transducer::load(d / "run/last.ckpt").step, 5);
-  EXPECT_EQ(train::Transducer::load(d / "run/best.ckpt").step, 5);
+  EXPECT_EQ(train::TrainedModel::load(d / "run/last.ckpt").step, 5);
+  EXPECT_EQ(train::TrainedModel::load(d / "run/best.ckpt").step, 5);
   for (const auto& rec : records(d / "run/train.jsonl")) EXPECT_LE(rec["step"].get<int64_t>(), 5) << rec;
   EXPECT_FALSE(fs::exists(d / "run/plots/step20_ex0.png"));
   EXPECT_TRUE(fs::exists(d / "run/plots/step5_ex0.png"));
@@ -185,7 +185,7 @@ TEST(CliGuards, ResumeRefusesChangedModelOptionsNamingThemAndTouchesNothing) {
   EXPECT_EQ(snapshot(d / "run"), before) << "config.yaml or the log changed";
   // The same options resume.
   EXPECT_EQ(run_cli("train " + cfg + " --resume --set train.max_steps=12").code, 0);
-  EXPECT_EQ(train::Transducer::load(d / "run/last.ckpt").step, 12);
+  EXPECT_EQ(train::TrainedModel::load(d / "run/last.ckpt").step, 12);
 }
 
 // --- 5. eval needs something to evaluate -------------------------------------------------
@@ -369,7 +369,7 @@ TEST(CliGuards, SignalSavesTheRunAndExitsNonZeroAndASecondSignalEndsAtOnce) {
   std::string out = read_text(d / "out1.txt");
   ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ": " << out;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << out;
-  const auto saved = train::Transducer::load(d / "run/last.ckpt");
+  const auto saved = train::TrainedModel::load(d / "run/last.ckpt");
   EXPECT_GE(saved.step, 3);
   EXPECT_TRUE(contains(out, "mona: interrupted by SIGTERM at step " + std::to_string(saved.step) +
                                 ": the run is saved in " + (d / "run/last.ckpt") + "; continue it")) << out;
@@ -392,14 +392,14 @@ TEST(CliGuards, SignalSavesTheRunAndExitsNonZeroAndASecondSignalEndsAtOnce) {
   ASSERT_TRUE(WIFSIGNALED(status)) << "exited with " << WEXITSTATUS(status) << ": " << out;
   EXPECT_TRUE(WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM) << WTERMSIG(status);
   EXPECT_FALSE(contains(out, "interrupted by")) << out;
-  const int64_t kept = train::Transducer::load(d / "run/last.ckpt").step;
+  const int64_t kept = train::TrainedModel::load(d / "run/last.ckpt").step;
   EXPECT_GE(kept, saved.step);
 
   // The saved run continues.
   const CliResult r = run_cli("train " + cfg + " --resume --set train.max_steps=" + std::to_string(kept + 2) +
                         " --set train.eval_every=1");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(train::Transducer::load(d / "run/last.ckpt").step, kept + 2);
+  EXPECT_EQ(train::TrainedModel::load(d / "run/last.ckpt").step, kept + 2);
 }
 
 // --- 13. progress ------------------------------------------------------------------------------------

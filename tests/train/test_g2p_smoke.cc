@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 // MoChA, the window's last for SAGMM-tr), plus `lookahead` more (SAGMM-tr emits when an
 // entry past its window arrives), all of the input for an entry past the letters (the
 // appended </s>) or none chosen, and whatever the tokens before it needed.
-void expect_latency_from_positions(const train::Transducer& t, const std::vector<data::ReferenceSet>& sets,
+void expect_latency_from_positions(const train::TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                                    const train::EvalResult& ev, int64_t lookahead) {
   const size_t n = static_cast<size_t>(ev.inputs);
   ASSERT_LT(n, sets.size());
@@ -105,7 +105,7 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   // The loss falls. A training trajectory, so rounding moves it; measured last / first
   // = 0.47 on every OpenBLAS family, kernel target and thread count tried (threshold 0.8).
   EXPECT_LT(losses.back(), 0.8 * losses.front());
-  const auto t = train::Transducer::load(r.best_checkpoint);
+  const auto t = train::TrainedModel::load(r.best_checkpoint);
   const auto sets = data::group_references(data::read_tsv(sample));
   const auto ev = train::evaluate(t, sets, {}, false, 50);
   EXPECT_EQ(ev.inputs, 50);
@@ -128,7 +128,7 @@ TEST(G2pSmoke, SagmmTrLatency) {
   c.train.eval_every = 60;
   std::ostringstream sink;
   const auto r = train::Trainer(c).run(false, sink);
-  const auto t = train::Transducer::load(r.best_checkpoint);
+  const auto t = train::TrainedModel::load(r.best_checkpoint);
   const auto sets = data::group_references(data::read_tsv(sample));
   const auto ev = train::evaluate(t, sets, {}, false, 100);
   expect_latency_from_positions(t, sets, ev, 1);

@@ -48,7 +48,7 @@ train::Config tiny_config(const TempDir& dir, int64_t steps) {
   return c;
 }
 
-std::vector<at::Tensor> parameters_of(const train::Transducer& t) {
+std::vector<at::Tensor> parameters_of(const train::TrainedModel& t) {
   std::vector<at::Tensor> out;
   for (const auto& p : t.model->parameters()) out.push_back(p.detach().clone());
   for (const auto& b : t.model->buffers()) out.push_back(b.detach().clone());
@@ -65,8 +65,8 @@ TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
   train::Trainer(tiny_config(a, 30)).run(false, sink);
   train::Trainer(tiny_config(b, 20)).run(false, sink);  // interrupted at step 20 ...
   train::Trainer(tiny_config(b, 30)).run(true, sink);   // ... and resumed to 30
-  const auto ta = train::Transducer::load(a / "run/last.ckpt");
-  const auto tb = train::Transducer::load(b / "run/last.ckpt");
+  const auto ta = train::TrainedModel::load(a / "run/last.ckpt");
+  const auto tb = train::TrainedModel::load(b / "run/last.ckpt");
   EXPECT_EQ(ta.step, 30);
   EXPECT_EQ(tb.step, 30);
   const auto pa = parameters_of(ta), pb = parameters_of(tb);
@@ -91,9 +91,9 @@ TEST(Trainer, CheckpointRoundTripDecodesIdentically) {
   train::Config c = tiny_config(d, 10);
   c.model.lookahead = 2;  // a non-default shape option must survive the round trip
   train::Trainer(c).run(false, sink);
-  const auto t = train::Transducer::load(d / "run/last.ckpt");
+  const auto t = train::TrainedModel::load(d / "run/last.ckpt");
   train::CheckpointIO::save(d / "copy.ckpt", t, nullptr, train::RunState{});
-  const auto u = train::Transducer::load(d / "copy.ckpt");
+  const auto u = train::TrainedModel::load(d / "copy.ckpt");
   EXPECT_EQ(t.model->options().lookahead, 2);
   EXPECT_EQ(u.model->options().lookahead, 2);
   const auto pt = parameters_of(t), pu = parameters_of(u);
@@ -117,7 +117,7 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedAndNothingIsOverwritten) {
   auto expect_refused = [&](const std::string& bytes, const std::string& fragment) {
     { std::ofstream(last, std::ios::binary) << bytes; }
     try {
-      train::Transducer::load(last);
+      train::TrainedModel::load(last);
       ADD_FAILURE() << "loaded a damaged checkpoint";
     } catch (const mona::Error& e) {
       EXPECT_NE(std::string(e.what()).find(last), std::string::npos) << e.what();

@@ -23,7 +23,7 @@
 
 namespace {
 
-using mona::train::Transducer;
+using mona::train::TrainedModel;
 
 std::string join(const std::vector<std::string>& v, const char* sep = " ") {
   std::string s;
@@ -66,7 +66,7 @@ std::string trim(const std::string& s) {
 
 // Encodes a line; on unknown symbols prints one notice naming them and the line, returns
 // false (the caller goes on with the next line).
-bool encode_line(const Transducer& t, const std::string& line, const std::string& split,
+bool encode_line(const TrainedModel& t, const std::string& line, const std::string& split,
                  std::vector<std::string>& tokens, std::vector<int64_t>& ids) {
   tokens = split_input(line, split);
   const auto unknown = t.input_vocab.unknown_symbols(tokens);
@@ -102,7 +102,7 @@ void for_each_input(const std::vector<std::string>& args, F&& f) {
   }
 }
 
-mona::nn::SearchOptions search_options(const Transducer& t, int64_t beam) {
+mona::nn::SearchOptions search_options(const TrainedModel& t, int64_t beam) {
   mona::nn::SearchOptions s = t.config.decode;
   if (beam >= 0) s.beam = beam;
   return s;
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (threads <= 0) torch::set_num_threads(2);
-    const Transducer t = Transducer::load(ckpt);
+    const TrainedModel t = TrainedModel::load(ckpt);
     if (*eval) {
       const auto sets = mona::data::group_references(mona::data::read_tsv(data_path));
       mona::detail::check(!sets.empty(), "DATA: ", data_path,

@@ -108,6 +108,7 @@
 #include <string>
 
 #include "mona/core/grid.h"
+#include "mona/core/scan.h"
 
 namespace mona::core {
 
@@ -176,12 +177,6 @@ void gmm_length_penalty_backward(const T* grad_loss, const T* mu, const Opt<T>* 
                                  Opt<T>* grad_mu, Opt<T>* grad_nu, int64_t num_heads,
                                  const Grid& grid, double lambda);
 
-/// What an online step decided.
-enum class GmmStepStatus {
-  kEmitted,        ///< the window [begin, end) is complete; weights are valid
-  kNeedMoreInput,  ///< call again with the same mu / variance after more frames arrive
-};
-
 /// Where the online attention of one stream and one head stands. Start each utterance
 /// with a default-constructed (or reset()) cursor.
 struct GmmCursor {
@@ -198,7 +193,10 @@ struct GmmCursor {
 
 /// Result of gmm_online_step.
 struct GmmStepResult {
-  GmmStepStatus status = GmmStepStatus::kNeedMoreInput;
+  /// kChose: the window [begin, end) is complete and the weights are valid (the step chose
+  /// its entries); kNeedMoreInput: call again with the same mu / variance after more frames
+  /// arrive. (kExhausted does not occur: a finished input always completes the window.)
+  ScanStatus status = ScanStatus::kNeedMoreInput;
   int64_t begin = 0;    ///< first frame of the window (when emitted)
   int64_t end = 0;      ///< one past its last frame (begin == end: empty window, zero context)
   int64_t gamma = -1;   ///< kFixed: the window's centre (when emitted)
@@ -207,7 +205,7 @@ struct GmmStepResult {
 
 /// One online step for one Gaussian: mu, variance (> 0) of the current output step, nu
 /// [available] (nondecreasing) and delta [available] (null: 1) of the frames so far.
-/// On kEmitted writes weights[k] = delta_j N(nu_j; mu, variance) for j = begin + k,
+/// On kChose writes weights[k] = delta_j N(nu_j; mu, variance) for j = begin + k,
 /// k < end - begin (`weights` must hold `available` values) and advances the cursor to
 /// the next output step. On kNeedMoreInput writes nothing; call again with the same mu
 /// and variance and at least as many frames. Throws mona::Error for a non-positive

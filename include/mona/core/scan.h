@@ -54,13 +54,13 @@ struct ScanResult {
 
 /// How entries are chosen.
 struct ScanOptions {
-  double threshold = 0.5;  ///< tau: choose when p_choose >= tau (002 sec. 2.5)
+  double tau = 0.5;        ///< choose when p_choose >= tau (002 sec. 2.5)
   bool sample = false;     ///< draw z ~ Bernoulli(p_choose) instead (002 eq. 8)
 
-  /// Throws mona::Error unless 0 < threshold < 1.
+  /// Throws mona::ArgumentError unless 0 < tau < 1.
   void validate() const {
-    detail::check(threshold > 0.0 && threshold < 1.0,
-                  "ScanOptions.threshold: tau must lie in (0, 1), got ", threshold);
+    detail::check(tau > 0.0 && tau < 1.0,
+                  "ScanOptions.tau must lie in (0, 1), got ", tau);
   }
 };
 
@@ -84,7 +84,7 @@ ScanResult monotonic_scan(int64_t start, int64_t available, bool input_finished,
     ++result.inspected;
     detail::check(p >= 0.0 && p <= 1.0, "monotonic_scan: p_choose(", j,
                   ") must lie in [0, 1], got ", p);
-    const bool choose = options.sample ? rng->bernoulli(p) : p >= options.threshold;
+    const bool choose = options.sample ? rng->bernoulli(p) : p >= options.tau;
     if (choose) {
       result.status = ScanStatus::kChose;
       result.index = j;

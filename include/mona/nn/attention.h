@@ -61,7 +61,7 @@ struct AttentionOptions {
   double noise_std = 1.0;       ///< pre-sigmoid noise in training mode (002 sec. 2.5)
   uint64_t seed = 0;            ///< seeds the training noise and hard-step sampling
   int64_t chunk_size = 4;       ///< w (MoChA)
-  double threshold = 0.5;       ///< tau of the hard step (002 sec. 2.5)
+  double tau = 0.5;             ///< hard step chooses when p_choose >= tau (002 sec. 2.5)
   bool sample = false;          ///< hard step samples z ~ Bernoulli(p) instead
   // GMM family ("gmm", "sagmm", "sagmm-tr", "sagmm-fixed"; mona/nn/gmm_attention.h):
   int64_t num_heads = 1;           ///< H Gaussians per step, mixed by softmax_h(phi) (003 eq. 8)
@@ -150,16 +150,12 @@ struct HardState {
   std::shared_ptr<const HardStateExtension> extension;  ///< mechanism-specific, or null
 };
 
-/// What a hard step did.
-enum class HardStatus {
-  kEmitted,        ///< chose entry `index`; context is valid
-  kNeedMoreInput,  ///< scanned all available entries; call again after more input
-  kExhausted,      ///< finished input scanned without choosing; context is zero
-};
-
 /// Result of a hard (test-time) step.
 struct HardStepOutput {
-  HardStatus status = HardStatus::kNeedMoreInput;
+  /// What the step did, in the core scan's words (mona/core/scan.h): kChose (entry `index`
+  /// chosen, context valid), kNeedMoreInput (every available entry scanned; call again after
+  /// more input), kExhausted (finished input scanned without choosing; context is zero).
+  core::ScanStatus status = core::ScanStatus::kNeedMoreInput;
   /// [Dh] (undefined when status is kNeedMoreInput, except after hard_step_into, which
   /// then leaves the previous tensor in place)
   at::Tensor context;
@@ -176,7 +172,7 @@ class Attention : public torch::nn::Module {
   explicit Attention(AttentionOptions options)
       : options_(std::move(options)),
         // An invalid tau is reported by the mechanism's constructor (options_.validate).
-        threshold_rule_(options_.threshold > 0 && options_.threshold < 1 ? options_.threshold
+        threshold_rule_(options_.tau > 0 && options_.tau < 1 ? options_.tau
                                                                          : 0.5) {}
 
   /// Prepares a memory h [B, T, Dh] with optional lengths [B] (computes the keys).

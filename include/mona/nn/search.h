@@ -8,7 +8,7 @@
 // one element at a time therefore gives exactly the result of decoding the whole input.
 //
 // Beam search keeps at most `beam` hypotheses (rank pruning) and drops those whose score
-// (total log-probability) is more than `threshold` below the best candidate (000 A.1 uses
+// (total log-probability) is more than `prune_margin` below the best candidate (000 A.1 uses
 // 8 and 3). Hypotheses end with </s>; the search ends when the best finished hypothesis
 // scores at least as well as every live one. Scores are not length-normalised.
 //
@@ -28,7 +28,7 @@ namespace mona::nn {
 /// Decoding settings.
 struct SearchOptions {
   int64_t beam = 0;            ///< 0: greedy; >= 1: beam search with that many hypotheses
-  double threshold = 3.0;      ///< score pruning threshold (log-probability), beam only
+  double prune_margin = 3.0;   ///< beam only: drop candidates this far (log-probability) below the best
   double length_ratio = 2.0;   ///< output length guard: ratio * T + bonus
   int64_t length_bonus = 10;
   void validate() const;

@@ -129,7 +129,7 @@ struct DecoderState {
 
 /// Result of one online decoder step.
 struct DecoderStep {
-  HardStatus status = HardStatus::kNeedMoreInput;
+  core::ScanStatus status = core::ScanStatus::kNeedMoreInput;
   at::Tensor log_probs;  ///< [V] log-softmax of the output layer (unless kNeedMoreInput)
   HardStepOutput attention;
   DecoderState next;     ///< state after the step (unless kNeedMoreInput)

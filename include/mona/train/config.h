@@ -5,7 +5,7 @@
 //   data:    {train: PATH, dev: PATH, test: PATH}            TSV files (mona/data/dataset.h)
 //   model:   ModelOptions (mona/nn/seq2seq.h); attention settings under model.attention
 //            (type: soft | monotonic | mocha | matcha, energy, monotonic_energy,
-//            attention_dim, init_r, noise_std, chunk_size, threshold, sample, and for the
+//            attention_dim, init_r, noise_std, chunk_size, tau, sample, and for the
 //            GMM family num_heads, gmm_window_radius, gmm_window_width, gmm_max_step,
 //            gmm_min_variance)
 //   train:   run settings (seed, threads, batch_size, max_steps, max_minutes, eval_every,
@@ -13,11 +13,11 @@
 //            optimizer: {learning_rate, beta1, beta2, eps, clip_norm, weight_decay,
 //            decay_every, decay_factor}, smoothing: {uniform, localized},
 //            length_penalty, length_penalty_until)
-//   decode:  SearchOptions (beam, threshold, length_ratio, length_bonus)
+//   decode:  SearchOptions (beam, prune_margin, length_ratio, length_bonus)
 //
 // Defaults follow the papers where they say something: Adam beta1 0.9, beta2 0.999,
 // eps 1e-6 (002 D.1, 000 A.1), global-norm clipping, L2 weight decay 1e-6 (000 A.1),
-// r initialised to -4 (000), beam 8 with score threshold 3 when beam search is used.
+// r initialised to -4 (000), beam 8 with prune margin 3 when beam search is used.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -71,14 +71,14 @@ struct Config {
   DataConfig data;
   nn::ModelOptions model;
   RunConfig train;
-  /// Decoding of `mona eval` / `decode` (beam 8, threshold 3: 000 A.1). Dev evaluation
+  /// Decoding of `mona eval` / `decode` (beam 8, prune margin 3: 000 A.1). Dev evaluation
   /// during training always decodes greedily, for speed.
   nn::SearchOptions decode = default_decode();
 
   static nn::SearchOptions default_decode() {
     nn::SearchOptions s;
     s.beam = 8;
-    s.threshold = 3.0;
+    s.prune_margin = 3.0;
     return s;
   }
 
@@ -92,6 +92,11 @@ struct Config {
 /// set (or created) names that assignment instead: "--set train.bogus=3: unknown key ...".
 Config config_from_yaml(const YAML::Node& root, const std::string& source,
                         const std::vector<std::string>& overrides = {});
+/// Renames, in place, the keys of a configuration written by an earlier version of mona (as
+/// stored in its checkpoints) to today's names: model.attention.threshold -> tau,
+/// decode.threshold -> prune_margin. Configuration files given by a user are not migrated:
+/// an old key there is an error naming the new one.
+void migrate_config(YAML::Node& root);
 /// The full effective configuration (every key, defaults included).
 YAML::Node config_to_yaml(const Config& config);
 /// io::load_yaml(path) + overrides ("a.b=value") + config_from_yaml.

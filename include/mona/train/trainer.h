@@ -51,7 +51,7 @@
 namespace mona::train {
 
 /// A trained model with what it needs to read inputs and write outputs.
-struct Transducer {
+struct TrainedModel {
   Config config;
   data::Vocabulary input_vocab, output_vocab;
   std::shared_ptr<nn::Seq2Seq> model;
@@ -59,7 +59,7 @@ struct Transducer {
 
   /// Loads a checkpoint (model in eval mode). Throws mona::Error naming the file when it is
   /// missing, truncated, corrupt or not a mona checkpoint.
-  static Transducer load(const std::string& path);
+  static TrainedModel load(const std::string& path);
   /// Input tokens -> ids; throws mona::Error listing the symbols outside the vocabulary.
   std::vector<int64_t> encode_input(const std::vector<std::string>& tokens) const;
   /// Output ids -> tokens.
@@ -95,17 +95,17 @@ struct EvalProgress {
 /// the online hard attention. Inputs with unknown symbols are mapped to <unk>. Throws
 /// mona::Error when `sets` is empty or `limit` is negative (an error rate of nothing is no
 /// result).
-EvalResult evaluate(const Transducer& t, const std::vector<data::ReferenceSet>& sets,
+EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention = false,
                     int64_t limit = 0, const EvalProgress& progress = {});
 
 /// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is
 /// the memory length (T + 1 when the model appends </s>).
-std::vector<float> alignment_weights(const Transducer& t, const data::Example& example);
+std::vector<float> alignment_weights(const TrainedModel& t, const data::Example& example);
 
 /// Labels of the memory entries of an input, for plots: its tokens, plus "</s>" when the
 /// model appends it.
-std::vector<std::string> memory_labels(const Transducer& t, const std::vector<std::string>& input);
+std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input);
 
 /// Outcome of a run.
 struct TrainResult {
@@ -158,12 +158,12 @@ struct RunState {
 };
 class CheckpointIO {
  public:
-  static void save(const std::string& path, const Transducer& t, const torch::optim::Optimizer* optimizer,
+  static void save(const std::string& path, const TrainedModel& t, const torch::optim::Optimizer* optimizer,
                    const RunState& run);
   /// Loads into an existing model/optimizer (resumption). Throws mona::Error naming the file
   /// when its model options (the `model` keys of its configuration) differ from t.config's,
   /// listing each differing key with both values, or its vocabularies differ from t's.
-  static RunState load_into(const std::string& path, Transducer& t, torch::optim::Optimizer* optimizer);
+  static RunState load_into(const std::string& path, TrainedModel& t, torch::optim::Optimizer* optimizer);
 };
 
 }  // namespace mona::train
