@@ -17,10 +17,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-void check_ptr(const void* ptr, const char* kernel, const char* name) {
-  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
-}
-
 template <class T>
 void validate(const char* kernel, const T* logits, const T* log_emit, const Grid& g) {
   g.validate(kernel);
@@ -29,8 +25,8 @@ void validate(const char* kernel, const T* logits, const T* log_emit, const Grid
                         " (labels L) must be <= in_lens[", b, "]=", g.T_of(b),
                         " (frames T): P(c) = 0");
   }
-  if (g.batch * g.in_len > 0) check_ptr(logits, kernel, "logits");
-  if (g.numel() > 0) check_ptr(log_emit, kernel, "log_emit");
+  if (g.batch * g.in_len > 0) detail::check_ptr(logits, kernel, "logits");
+  if (g.numel() > 0) detail::check_ptr(log_emit, kernel, "log_emit");
   detail::check_finite(kernel, "logits", logits, detail::rows_grid(g.batch, g.in_len, g.in_lens));
   detail::check_finite(kernel, "log_emit", log_emit, g);
 }
@@ -60,7 +56,7 @@ void cb_marginal_log_likelihood(const T* logits, const T* log_emit, T* log_likel
                                 const Grid& grid) {
   const char* kName = "cb_marginal_log_likelihood";
   validate(kName, logits, log_emit, grid);
-  if (grid.batch > 0) check_ptr(log_likelihood, kName, "log_likelihood");
+  if (grid.batch > 0) detail::check_ptr(log_likelihood, kName, "log_likelihood");
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {
@@ -111,7 +107,7 @@ void cb_marginal_log_likelihood_ctc(const T* logits, const T* log_emit, T* log_l
                                     const Grid& grid) {
   const char* kName = "cb_marginal_log_likelihood_ctc";
   validate(kName, logits, log_emit, grid);
-  if (grid.batch > 0) check_ptr(log_likelihood, kName, "log_likelihood");
+  if (grid.batch > 0) detail::check_ptr(log_likelihood, kName, "log_likelihood");
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(B) * (U + 1) * Tn))
   for (int64_t b = 0; b < B; ++b) {
@@ -141,7 +137,7 @@ void cb_marginal_log_likelihood_backward(const T* grad_log_likelihood, const T* 
                                          const Grid& grid) {
   const char* kName = "cb_marginal_log_likelihood_backward";
   validate(kName, logits, log_emit, grid);
-  if (grid.batch > 0) check_ptr(grad_log_likelihood, kName, "grad_log_likelihood");
+  if (grid.batch > 0) detail::check_ptr(grad_log_likelihood, kName, "grad_log_likelihood");
   detail::check_finite(kName, "grad_log_likelihood", grad_log_likelihood,
                        detail::vector_grid(grid.batch));
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;

@@ -17,10 +17,6 @@
 namespace mona::core {
 namespace {
 
-void check_ptr(const void* ptr, const char* kernel, const char* name) {
-  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
-}
-
 // Sizes, lengths, k and logits of a CB call (see the header for the Grid mapping).
 template <class T>
 void validate_cb(const char* kernel, const T* logits, const Grid& g) {
@@ -40,14 +36,14 @@ void validate_cb(const char* kernel, const T* logits, const Grid& g) {
     mona::detail::check(k <= n, kernel, ": k[", b, "] must be <= in_lens[", b, "]=", n,
                         " (cannot have more highs than trials), got ", k);
   }
-  if (g.batch * g.in_len > 0) check_ptr(logits, kernel, "logits");
+  if (g.batch * g.in_len > 0) detail::check_ptr(logits, kernel, "logits");
   detail::check_finite(kernel, "logits", logits, detail::rows_grid(g.batch, g.in_len, g.in_lens));
 }
 
 // b must hold 0/1 in the valid region and sum to k per row.
 template <class T>
 void validate_b(const char* kernel, const T* b, const Grid& g) {
-  if (g.batch * g.in_len > 0) check_ptr(b, kernel, "b");
+  if (g.batch * g.in_len > 0) detail::check_ptr(b, kernel, "b");
   for (int64_t r = 0; r < g.batch; ++r) {
     const int64_t n = g.T_of(r);
     int64_t ones = 0;
@@ -64,13 +60,13 @@ void validate_b(const char* kernel, const T* b, const Grid& g) {
 
 template <class T>
 void validate_table_ptr(const char* kernel, const T* table, const Grid& g) {
-  if (g.batch > 0) check_ptr(table, kernel, "table");
+  if (g.batch > 0) detail::check_ptr(table, kernel, "table");
 }
 
 template <class T>
 void check_finite_vec(const char* kernel, const char* name, const T* x, int64_t batch,
                       int64_t len, const int64_t* lens) {
-  if (batch * len > 0) check_ptr(x, kernel, name);
+  if (batch * len > 0) detail::check_ptr(x, kernel, name);
   detail::check_finite(kernel, name, x, detail::rows_grid(batch, len, lens));
 }
 
@@ -190,7 +186,7 @@ void db_steps_row(const std::vector<T>& xp, int64_t kk, detail::SuffixRows<T>& r
 
 void validate_order(const char* kernel, const char* name, const int64_t* order, const Grid& g,
                     bool increasing) {
-  if (g.batch * g.out_len > 0) check_ptr(order, kernel, name);
+  if (g.batch * g.out_len > 0) detail::check_ptr(order, kernel, name);
   for (int64_t r = 0; r < g.batch; ++r) {
     const int64_t n = g.T_of(r), kk = g.U_of(r);
     std::vector<char> seen(static_cast<size_t>(n), 0);
@@ -243,7 +239,7 @@ template <class T>
 void cb_table(const T* logits, T* table, const Grid& grid) {
   const char* kName = "cb_table";
   validate_cb(kName, logits, grid);
-  if (grid.batch > 0) check_ptr(table, kName, "table");
+  if (grid.batch > 0) detail::check_ptr(table, kName, "table");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t b = 0; b < grid.batch; ++b) {
@@ -260,8 +256,8 @@ void cb_table_backward(const T* grad_table, const T* logits, const T* table, T* 
   const char* kName = "cb_table_backward";
   validate_cb(kName, logits, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch > 0) check_ptr(grad_table, kName, "grad_table");
-  if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
+  if (grid.batch > 0) detail::check_ptr(grad_table, kName, "grad_table");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
   for (int64_t b = 0; b < grid.batch; ++b) {  // validate the read entries
     const int64_t n = grid.T_of(b), kk = grid.U_of(b);
@@ -293,7 +289,7 @@ void cb_log_prob(const T* logits, const T* b, const T* table, T* log_prob, const
   validate_cb(kName, logits, grid);
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch > 0) check_ptr(log_prob, kName, "log_prob");
+  if (grid.batch > 0) detail::check_ptr(log_prob, kName, "log_prob");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -317,9 +313,9 @@ void cb_log_prob_backward(const T* grad_log_prob, const T* logits, const T* b, c
   validate_cb(kName, logits, grid);
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch > 0) check_ptr(grad_log_prob, kName, "grad_log_prob");
+  if (grid.batch > 0) detail::check_ptr(grad_log_prob, kName, "grad_log_prob");
   detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::vector_grid(grid.batch));
-  if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -341,7 +337,7 @@ void cb_marginals(const T* logits, const T* table, T* marginals, const Grid& gri
   const char* kName = "cb_marginals";
   validate_cb(kName, logits, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch * grid.in_len > 0) check_ptr(marginals, kName, "marginals");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(marginals, kName, "marginals");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -359,7 +355,7 @@ void cb_idb_step_log_probs(const T* logits, const T* b, const T* table, T* step_
   validate_cb(kName, logits, grid);
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch * grid.in_len > 0) check_ptr(step_log_probs, kName, "step_log_probs");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(step_log_probs, kName, "step_log_probs");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -378,7 +374,7 @@ void cb_idb_step_log_probs_backward(const T* grad_step, const T* logits, const T
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
   check_finite_vec(kName, "grad_step", grad_step, grid.batch, grid.in_len, grid.in_lens);
-  if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -414,7 +410,7 @@ void cb_bb_step_log_probs(const T* logits, const T* b, const T* table, T* step_l
   validate_cb(kName, logits, grid);
   validate_b(kName, b, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch * grid.out_len > 0) check_ptr(step_log_probs, kName, "step_log_probs");
+  if (grid.batch * grid.out_len > 0) detail::check_ptr(step_log_probs, kName, "step_log_probs");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -437,7 +433,7 @@ void cb_bb_step_log_probs_backward(const T* grad_step, const T* logits, const T*
   std::vector<int64_t> klens(static_cast<size_t>(grid.batch));
   for (int64_t r = 0; r < grid.batch; ++r) klens[static_cast<size_t>(r)] = grid.U_of(r);
   check_finite_vec(kName, "grad_step", grad_step, grid.batch, grid.out_len, klens.data());
-  if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(grad_logits, kName, "grad_logits");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -481,7 +477,7 @@ void cb_db_step_log_probs(const T* logits, const int64_t* order, T* step_log_pro
   const char* kName = "cb_db_step_log_probs";
   validate_cb(kName, logits, grid);
   validate_order(kName, "order", order, grid, false);
-  if (grid.batch * grid.out_len > 0) check_ptr(step_log_probs, kName, "step_log_probs");
+  if (grid.batch * grid.out_len > 0) detail::check_ptr(step_log_probs, kName, "step_log_probs");
   const int64_t K = grid.out_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -503,7 +499,7 @@ void cb_db_step_log_probs_backward(const T* grad_step, const T* logits, const in
   std::vector<int64_t> klens(static_cast<size_t>(grid.batch));
   for (int64_t r = 0; r < grid.batch; ++r) klens[static_cast<size_t>(r)] = grid.U_of(r);
   check_finite_vec(kName, "grad_step", grad_step, grid.batch, grid.out_len, klens.data());
-  if (grid.batch * grid.in_len > 0) check_ptr(grad_logits, kName, "grad_logits");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(grad_logits, kName, "grad_logits");
   const int64_t K = grid.out_len;
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
   for (int64_t r = 0; r < grid.batch; ++r) {
@@ -541,7 +537,7 @@ void cb_sample_idb(const T* logits, const T* table, Rng& rng, T* b, T* step_log_
   const char* kName = "cb_sample_idb";
   validate_cb(kName, logits, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch * grid.in_len > 0) check_ptr(b, kName, "b");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(b, kName, "b");
   const int64_t W = grid.out_len + 1, S = table_stride(grid);
   const auto seeds = row_seeds(rng, grid.batch);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
@@ -564,7 +560,7 @@ void cb_sample_bb(const T* logits, const T* table, Rng& rng, T* b, int64_t* posi
   const char* kName = "cb_sample_bb";
   validate_cb(kName, logits, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch * grid.in_len > 0) check_ptr(b, kName, "b");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(b, kName, "b");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
   const auto seeds = row_seeds(rng, grid.batch);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))
@@ -613,7 +609,7 @@ void cb_sample_db(const T* logits, const T* table, Rng& rng, T* b, int64_t* orde
   const char* kName = "cb_sample_db";
   validate_cb(kName, logits, grid);
   validate_table_ptr(kName, table, grid);
-  if (grid.batch * grid.in_len > 0) check_ptr(b, kName, "b");
+  if (grid.batch * grid.in_len > 0) detail::check_ptr(b, kName, "b");
   const int64_t W = grid.out_len + 1, S = table_stride(grid), K = grid.out_len;
   const auto seeds = row_seeds(rng, grid.batch);
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(grid.batch, double(grid.batch) * (grid.out_len + 1) * grid.in_len))

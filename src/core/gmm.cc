@@ -15,15 +15,6 @@ namespace {
 
 constexpr double kLog2Pi = 1.8378770664093454835606594728112;  // log(2 pi)
 
-void check_ptr(const void* ptr, const char* kernel, const char* name) {
-  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
-}
-
-template <class T>
-void fill_zero(T* x, int64_t n) {
-  if (n > 0) std::fill(x, x + n, T(0));
-}
-
 // log of the Gaussian's normaliser, -0.5 log(2 pi v): the single place it is computed.
 template <class T>
 inline T log_norm_const(T variance) {
@@ -66,8 +57,8 @@ void check_inputs(const char* kName, const T* mu, const T* variance, const T* we
   mona::detail::check(num_heads >= 1, kName, ": num_heads must be >= 1, got ", num_heads);
   grid.validate(kName);
   if (grid.batch * grid.out_len > 0) {
-    check_ptr(mu, kName, "mu");
-    check_ptr(variance, kName, "variance");
+    detail::check_ptr(mu, kName, "mu");
+    detail::check_ptr(variance, kName, "variance");
   }
   const Grid hg = head_grid(grid, num_heads);
   detail::check_finite(kName, "mu", mu, hg);
@@ -140,7 +131,7 @@ void gmm_attention(const T* mu, const T* variance, const Opt<T>* weights, const 
                    const GmmOptions& options) {
   const char* kName = "gmm_attention";
   check_inputs(kName, mu, variance, weights, nu, delta, num_heads, grid, options);
-  if (grid.numel() > 0) check_ptr(alpha, kName, "alpha");
+  if (grid.numel() > 0) detail::check_ptr(alpha, kName, "alpha");
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len, H = num_heads;
 
 #pragma omp parallel for schedule(dynamic) if (B > 1 && grid.numel() * H > 32768)
@@ -151,7 +142,7 @@ void gmm_attention(const T* mu, const T* variance, const Opt<T>* weights, const 
     std::vector<int64_t> gamma(static_cast<size_t>(H), 0);
     for (int64_t i = 0; i < Ub; ++i) {
       T* row = alpha + (b * U + i) * Tn;
-      fill_zero(row, Tn);
+      detail::fill_zero(row, Tn);
       for (int64_t h = 0; h < H; ++h) {
         const int64_t k = (b * U + i) * H + h;
         const T m = mu[k], v = variance[k], w = weights ? weights[k] : T(1);
@@ -167,7 +158,7 @@ void gmm_attention(const T* mu, const T* variance, const Opt<T>* weights, const 
         for (int64_t j = 0; j < Tb; ++j) row[j] *= delta_b[j];
       }
     }
-    fill_zero(alpha + (b * U + Ub) * Tn, (U - Ub) * Tn);
+    detail::fill_zero(alpha + (b * U + Ub) * Tn, (U - Ub) * Tn);
   }
 }
 
@@ -179,7 +170,7 @@ void gmm_attention_backward(const T* grad_alpha, const T* mu, const T* variance,
                             const Grid& grid, const GmmOptions& options) {
   const char* kName = "gmm_attention_backward";
   check_inputs(kName, mu, variance, weights, nu, delta, num_heads, grid, options);
-  if (grid.numel() > 0) check_ptr(grad_alpha, kName, "grad_alpha");
+  if (grid.numel() > 0) detail::check_ptr(grad_alpha, kName, "grad_alpha");
   detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len, H = num_heads;
 
@@ -190,8 +181,8 @@ void gmm_attention_backward(const T* grad_alpha, const T* mu, const T* variance,
     const T* delta_b = delta ? delta + b * Tn : nullptr;
     T* gnu = grad_nu ? grad_nu + b * Tn : nullptr;
     T* gdelta = grad_delta ? grad_delta + b * Tn : nullptr;
-    if (gnu) fill_zero(gnu, Tn);
-    if (gdelta) fill_zero(gdelta, Tn);
+    if (gnu) detail::fill_zero(gnu, Tn);
+    if (gdelta) detail::fill_zero(gdelta, Tn);
     std::vector<int64_t> gamma(static_cast<size_t>(H), 0);
     for (int64_t i = 0; i < Ub; ++i) {
       const T* G = grad_alpha + (b * U + i) * Tn;
@@ -222,9 +213,9 @@ void gmm_attention_backward(const T* grad_alpha, const T* mu, const T* variance,
       }
     }
     const int64_t pad = (U - Ub) * H, off = (b * U + Ub) * H;
-    if (grad_mu) fill_zero(grad_mu + off, pad);
-    if (grad_variance) fill_zero(grad_variance + off, pad);
-    if (grad_weights) fill_zero(grad_weights + off, pad);
+    if (grad_mu) detail::fill_zero(grad_mu + off, pad);
+    if (grad_variance) detail::fill_zero(grad_variance + off, pad);
+    if (grad_weights) detail::fill_zero(grad_weights + off, pad);
   }
 }
 
@@ -237,7 +228,7 @@ void check_penalty_inputs(const char* kName, const T* mu, const T* nu, int64_t n
   mona::detail::check(std::isfinite(lambda) && lambda >= 0.0, kName,
                       ": lambda: expected a finite value >= 0, got ", lambda);
   grid.validate(kName);
-  if (grid.batch * grid.out_len > 0) check_ptr(mu, kName, "mu");
+  if (grid.batch * grid.out_len > 0) detail::check_ptr(mu, kName, "mu");
   detail::check_finite(kName, "mu", mu, head_grid(grid, num_heads));
   if (nu) detail::check_finite(kName, "nu", nu, detail::rows_grid(grid.batch, grid.in_len,
                                                                   grid.in_lens));
@@ -250,7 +241,7 @@ void gmm_length_penalty(const T* mu, const Opt<T>* nu, T* loss, int64_t num_head
                         const Grid& grid, double lambda) {
   const char* kName = "gmm_length_penalty";
   check_penalty_inputs(kName, mu, nu, num_heads, grid, lambda);
-  if (grid.batch > 0) check_ptr(loss, kName, "loss");
+  if (grid.batch > 0) detail::check_ptr(loss, kName, "loss");
   const int64_t H = num_heads;
   for (int64_t b = 0; b < grid.batch; ++b) {
     const int64_t I = grid.U_of(b), J = grid.T_of(b);
@@ -272,15 +263,15 @@ void gmm_length_penalty_backward(const T* grad_loss, const T* mu, const Opt<T>* 
                                  const Grid& grid, double lambda) {
   const char* kName = "gmm_length_penalty_backward";
   check_penalty_inputs(kName, mu, nu, num_heads, grid, lambda);
-  if (grid.batch > 0) check_ptr(grad_loss, kName, "grad_loss");
+  if (grid.batch > 0) detail::check_ptr(grad_loss, kName, "grad_loss");
   for (int64_t b = 0; b < grid.batch; ++b) {
     mona::detail::check(std::isfinite(grad_loss[b]), kName,
                         ": grad_loss: expected finite values, got ",
                         static_cast<double>(grad_loss[b]), " at [", b, "]");
   }
   const int64_t H = num_heads, U = grid.out_len, Tn = grid.in_len;
-  if (grad_mu) fill_zero(grad_mu, grid.batch * U * H);
-  if (grad_nu) fill_zero(grad_nu, grid.batch * Tn);
+  if (grad_mu) detail::fill_zero(grad_mu, grid.batch * U * H);
+  if (grad_nu) detail::fill_zero(grad_nu, grid.batch * Tn);
   for (int64_t b = 0; b < grid.batch; ++b) {
     const int64_t I = grid.U_of(b), J = grid.T_of(b);
     const T target = static_cast<T>(std::min(I, J));
@@ -310,8 +301,8 @@ GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta
                       static_cast<double>(variance));
   mona::detail::check(available >= 0, kName, ": available must be >= 0, got ", available);
   if (available > 0) {
-    check_ptr(nu, kName, "nu");
-    check_ptr(weights, kName, "weights");
+    detail::check_ptr(nu, kName, "nu");
+    detail::check_ptr(weights, kName, "weights");
   }
   if (cursor.pending) {
     mona::detail::check(static_cast<double>(mu) == cursor.mu &&

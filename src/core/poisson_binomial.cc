@@ -13,19 +13,15 @@
 namespace mona::core {
 namespace {
 
-void check_ptr(const void* ptr, const char* kernel, const char* name) {
-  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
-}
-
 template <class T>
 void validate_logits(const char* kernel, const T* logits, const detail::ValueGrid& g) {
   g.validate(kernel);
-  if (g.numel() > 0) check_ptr(logits, kernel, "logits");
+  if (g.numel() > 0) detail::check_ptr(logits, kernel, "logits");
   detail::check_finite(kernel, "logits", logits, g);
 }
 
 void validate_k(const char* kernel, const int64_t* k, const Grid& g) {
-  if (g.batch > 0) check_ptr(k, kernel, "k");
+  if (g.batch > 0) detail::check_ptr(k, kernel, "k");
   for (int64_t b = 0; b < g.batch; ++b) {
     mona::detail::check(k[b] >= 0, kernel, ": k[", b, "] must be >= 0, got ", k[b]);
     mona::detail::check(k[b] <= g.T_of(b), kernel, ": k[", b, "] must be <= in_lens[", b,
@@ -41,7 +37,7 @@ void poisson_binomial_log_pmf(const T* logits, T* log_pmf, int64_t batch, int64_
   const char* kName = "poisson_binomial_log_pmf";
   const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
-  if (batch > 0) check_ptr(log_pmf, kName, "log_pmf");
+  if (batch > 0) detail::check_ptr(log_pmf, kName, "log_pmf");
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b);
@@ -91,7 +87,7 @@ void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob, i
   const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
   validate_k(kName, k, g);
-  if (batch > 0) check_ptr(log_prob, kName, "log_prob");
+  if (batch > 0) detail::check_ptr(log_prob, kName, "log_prob");
   const double neg_inf = -std::numeric_limits<double>::infinity();
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
   for (int64_t b = 0; b < batch; ++b) {
@@ -122,9 +118,9 @@ void poisson_binomial_log_prob_backward(const T* grad_log_prob, const T* logits,
   const detail::ValueGrid g = detail::rows_grid(batch, in_len, in_lens);
   validate_logits(kName, logits, g);
   validate_k(kName, k, g);
-  if (batch > 0) check_ptr(grad_log_prob, kName, "grad_log_prob");
+  if (batch > 0) detail::check_ptr(grad_log_prob, kName, "grad_log_prob");
   detail::check_finite(kName, "grad_log_prob", grad_log_prob, detail::vector_grid(batch));
-  if (g.numel() > 0) check_ptr(grad_logits, kName, "grad_logits");
+  if (g.numel() > 0) detail::check_ptr(grad_logits, kName, "grad_logits");
   // d log P(K = k) / dx = dQ[0, k] / dx: the suffix table's adjoint with one seed at (0, k),
   // the table in double, whole or checkpointed (src/core/cb_rows.h).
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))

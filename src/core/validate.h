@@ -1,14 +1,28 @@
-// Internal: value checks shared by the core kernels. Each throws mona::Error naming the
-// kernel, the argument, the offending value and its index in the tensor's own rank.
+// Internal: the argument checks shared by the core kernels, each throwing mona::ArgumentError
+// naming the kernel, the argument, and for values the offending value and its index in the
+// tensor's own rank; and fill_zero, how the kernels clear outputs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
 
+#include "mona/core/error.h"
 #include "mona/core/grid.h"
 
 namespace mona::core::detail {
+
+/// Throws "<kernel>: <name> must not be null" for a null pointer.
+inline void check_ptr(const void* ptr, const char* kernel, const char* name) {
+  mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
+}
+
+/// Sets x[0, n) to zero (nothing for n <= 0).
+template <class T>
+void fill_zero(T* x, int64_t n) {
+  if (n > 0) std::fill(x, x + n, T(0));
+}
 
 /// A grid with the rank of the tensor it describes, so that an error names an entry with
 /// as many indices as the tensor has: [b, i, j] for [B, U, T] (any Grid), [b, j] for

@@ -2,8 +2,6 @@
 // normalisation, hash split and TSV writing. See include/mona/data/cmudict.h.
 #include "mona/data/cmudict.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +13,7 @@
 #include <unordered_set>
 
 #include "mona/core/error.h"
+#include "mona/io/files.h"
 
 namespace mona::data {
 namespace {
@@ -564,48 +563,19 @@ SplitCounts write_cmudict_splits(const std::vector<CmudictEntry>& entries,
     b += '\n';
   }
 
-  const std::string suffix = ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  std::array<fs::path, kNumSplits> finals, temps;
+  std::vector<std::pair<std::string, std::string>> files;
   for (std::size_t k = 0; k < kNumSplits; ++k) {
     const std::string name = std::string(split_name(static_cast<Split>(k))) + ".tsv";
-    finals[k] = fs::path(out_dir) / name;
-    temps[k] = fs::path(out_dir) / ("." + name + suffix);
+    files.emplace_back((fs::path(out_dir) / name).string(), std::move(body[k]));
   }
   // Refuse before writing anything if a target exists and is not a regular file, so that a
   // failed rename cannot leave the three files from different runs.
-  for (std::size_t k = 0; k < kNumSplits; ++k) {
-    if (fs::exists(finals[k], ec) && !fs::is_regular_file(finals[k], ec))
-      detail::fail_data(finals[k].string(), ": exists and is not a regular file; nothing was written");
+  for (const auto& f : files) {
+    if (fs::exists(f.first, ec) && !fs::is_regular_file(f.first, ec))
+      detail::fail_data(f.first, ": exists and is not a regular file; nothing was written");
   }
-  auto cleanup = [&]() {
-    for (const auto& t : temps) {
-      std::error_code ignored;
-      fs::remove(t, ignored);
-    }
-  };
-  for (std::size_t k = 0; k < kNumSplits; ++k) {
-    std::ofstream os(temps[k], std::ios::binary | std::ios::trunc);
-    if (!os) {
-      const std::string why = std::strerror(errno);
-      cleanup();
-      detail::fail_data(finals[k].string(), ": cannot write (temporary file ", temps[k].string(),
-                   "): ", why);
-    }
-    os.write(body[k].data(), static_cast<std::streamsize>(body[k].size()));
-    os.close();
-    if (!os) {
-      cleanup();
-      detail::fail_data(finals[k].string(), ": write failed (disk full?); nothing was replaced");
-    }
-  }
-  for (std::size_t k = 0; k < kNumSplits; ++k) {
-    fs::rename(temps[k], finals[k], ec);
-    if (ec) {
-      cleanup();
-      detail::fail_data(finals[k].string(), ": cannot rename the temporary file into place: ",
-                   ec.message());
-    }
-  }
+  // All three are written and flushed before any replaces its predecessor.
+  io::write_files_atomic(files);
   return count_splits(entries);
 }
 

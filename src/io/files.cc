@@ -82,7 +82,11 @@ const std::array<uint32_t, 256>& crc_table() {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+namespace {
+
+// Writes `bytes` to a fresh temporary file beside `path` and flushes it to disk; returns the
+// temporary's name. On failure removes it and throws naming `path`.
+std::string write_temporary(const std::string& path, const std::string& bytes) {
   if (path.empty()) fail("write_file_atomic: path is empty");
   std::string dir, name;
   split_path(path, &dir, &name);
@@ -128,17 +132,49 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     fail_data("write ", path, ": cannot close temporary file: ", errno_text(err));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail_data("write ", path, ": cannot rename temporary file into place: ", errno_text(err));
-  }
-  // Make the rename itself durable (best effort: some file systems refuse fsync on dirs).
+  return tmp;
+}
+
+// Makes renames in the directory of `path` durable (best effort: some file systems refuse
+// fsync on directories).
+void sync_directory_of(const std::string& path) {
+  std::string dir, name;
+  split_path(path, &dir, &name);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)::fsync(dfd);
     ::close(dfd);
   }
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  write_files_atomic({{path, bytes}});
+}
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> temps;
+  auto remove_temps = [&](std::size_t from) {
+    for (std::size_t k = from; k < temps.size(); ++k) ::unlink(temps[k].c_str());
+  };
+  try {
+    for (const auto& [path, bytes] : files) temps.push_back(write_temporary(path, bytes));
+  } catch (...) {
+    remove_temps(0);
+    throw;
+  }
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    const std::string& path = files[k].first;
+    if (::rename(temps[k].c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      remove_temps(k);
+      fail_data("write ", path, ": cannot rename temporary file into place: ", errno_text(err),
+                k == 0 ? std::string() : "; " + std::to_string(k) + " of the " +
+                                             std::to_string(files.size()) + " files were replaced");
+    }
+  }
+  for (const auto& f : files) sync_directory_of(f.first);
 }
 
 std::string read_file(const std::string& path) {

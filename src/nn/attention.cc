@@ -37,15 +37,19 @@ void AttentionOptions::validate(const char* who) const {
   MONA_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
   MONA_CHECK(tau > 0 && tau < 1, who, ": tau must lie in (0, 1), got ",
               tau);
-  MONA_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
-  MONA_CHECK(std::isfinite(gmm_window_radius) && gmm_window_radius > 0, who,
-              ": gmm_window_radius must be finite and > 0, got ", gmm_window_radius);
-  MONA_CHECK(gmm_window_width >= 1, who, ": gmm_window_width c must be >= 1, got ",
-              gmm_window_width);
-  MONA_CHECK(std::isfinite(gmm_max_step), who, ": gmm_max_step must be finite, got ",
-              gmm_max_step);
-  MONA_CHECK(std::isfinite(gmm_min_variance) && gmm_min_variance > 0, who,
-              ": gmm_min_variance must be finite and > 0, got ", gmm_min_variance);
+  gmm.validate(who);
+}
+
+void GmmAttentionOptions::validate(const char* who) const {
+  MONA_CHECK(num_heads >= 1, who, ": gmm.num_heads must be >= 1, got ", num_heads);
+  MONA_CHECK(std::isfinite(window_radius) && window_radius > 0, who,
+             ": gmm.window_radius must be finite and > 0, got ", window_radius);
+  MONA_CHECK(window_width >= 1, who, ": gmm.window_width c must be >= 1, got ", window_width);
+  MONA_CHECK(std::isfinite(max_step), who, ": gmm.max_step must be finite, got ", max_step);
+  MONA_CHECK(std::isfinite(min_variance) && min_variance > 0, who,
+             ": gmm.min_variance must be finite and > 0, got ", min_variance);
+  MONA_CHECK(std::isfinite(init_step_bias), who, ": gmm.init_step_bias must be finite, got ",
+             init_step_bias);
 }
 
 std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions& options,
@@ -59,29 +63,56 @@ std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions
   return std::make_shared<ScaledDotEnergy>(options);
 }
 
+const std::vector<MechanismInfo>& mechanisms() {
+  static const std::vector<MechanismInfo> table = {
+      {"soft", false, "energy, attention_dim", "002 eqs. 1-3"},
+      {"monotonic", true, "monotonic_energy, attention_dim, init_r, noise_std, tau, sample",
+       "002 eqs. 6-14, Algorithm 1"},
+      {"mocha", true,
+       "monotonic_energy, energy, attention_dim, init_r, noise_std, tau, sample, chunk_size",
+       "000 eqs. 14-26"},
+      {"matcha", true, "monotonic_energy, energy, attention_dim, init_r, noise_std, tau, sample",
+       "000 App. C"},
+      {"gmm", false, "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias",
+       "003 eqs. 4-8"},
+      {"sagmm", false, "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias",
+       "003 eqs. 9-12"},
+      {"sagmm-tr", true,
+       "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias, gmm.window_radius",
+       "003 eqs. 9-16"},
+      {"sagmm-fixed", true,
+       "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias, gmm.window_width",
+       "003 eqs. 9-12, 17-20"},
+  };
+  return table;
+}
+
+const MechanismInfo* find_mechanism(const std::string& name) {
+  for (const auto& m : mechanisms()) {
+    if (name == m.name) return &m;
+  }
+  return nullptr;
+}
+
+std::string mechanism_names() {
+  std::string names;
+  for (const auto& m : mechanisms()) names += (names.empty() ? "" : ", ") + std::string(m.name);
+  return names;
+}
+
 std::shared_ptr<Attention> make_attention(const std::string& mechanism,
                                           const AttentionOptions& options) {
+  MONA_CHECK(find_mechanism(mechanism) != nullptr, "make_attention: mechanism must be one of ",
+             mechanism_names(), "; got \"", mechanism, "\"");
   if (mechanism == "soft") return std::make_shared<SoftAttention>(options);
   if (mechanism == "monotonic") return std::make_shared<MonotonicAttention>(options);
   if (mechanism == "mocha") return std::make_shared<MoChA>(options);
   if (mechanism == "matcha") return std::make_shared<MAtChA>(options);
-  if (mechanism == "gmm" || mechanism == "sagmm" || mechanism == "sagmm-tr" ||
-      mechanism == "sagmm-fixed") {
-    options.validate("make_attention");
-    GmmAttentionOptions g;
-    g.num_heads = options.num_heads;
-    g.source_aware = mechanism != "gmm";
-    g.max_step = options.gmm_max_step;
-    g.min_variance = options.gmm_min_variance;
-    g.window.radius = options.gmm_window_radius;
-    g.window.width = options.gmm_window_width;
-    g.window.window = mechanism == "sagmm-tr"      ? core::GmmWindow::kAdaptive
-                      : mechanism == "sagmm-fixed" ? core::GmmWindow::kFixed
-                                                   : core::GmmWindow::kNone;
-    return std::make_shared<GmmAttention>(options, g);
-  }
-  ::mona::detail::fail("make_attention: mechanism must be one of soft, monotonic, mocha, matcha, "
-                     "gmm, sagmm, sagmm-tr, sagmm-fixed; got \"", mechanism, "\"");
+  // The GMM family: the name says whether positions are source aware and which window.
+  const core::GmmWindow window = mechanism == "sagmm-tr"      ? core::GmmWindow::kAdaptive
+                                 : mechanism == "sagmm-fixed" ? core::GmmWindow::kFixed
+                                                              : core::GmmWindow::kNone;
+  return std::make_shared<GmmAttention>(options, /*source_aware=*/mechanism != "gmm", window);
 }
 
 namespace {

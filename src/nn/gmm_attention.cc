@@ -253,56 +253,49 @@ EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, d
 // ---------------------------------------------------------------------------------------
 // Modules
 
-void GmmAttentionOptions::validate(const char* who) const {
-  MONA_CHECK(num_heads >= 1, who, ": num_heads must be >= 1, got ", num_heads);
-  MONA_CHECK(std::isfinite(max_step), who, ": max_step must be finite, got ", max_step);
-  MONA_CHECK(std::isfinite(min_variance) && min_variance > 0, who,
-              ": min_variance must be finite and > 0, got ", min_variance);
-  MONA_CHECK(std::isfinite(init_step_bias), who, ": init_step_bias must be finite, got ",
-              init_step_bias);
-  window.validate();
-}
-
 int64_t GmmHardState::touched() const {
   int64_t t = 0;
   for (const auto& c : cursors) t += c.touched;
   return t;
 }
 
-GmmAttention::GmmAttention(const AttentionOptions& options, const GmmAttentionOptions& gmm)
-    : Attention(options), gmm_(gmm) {
+GmmAttention::GmmAttention(const AttentionOptions& options, bool source_aware,
+                           core::GmmWindow window)
+    : Attention(options), source_aware_(source_aware) {
   options_.validate("GmmAttention");
-  gmm_.validate("GmmAttention");
-  const int64_t H = gmm_.num_heads;
+  window_.window = window;
+  window_.radius = options_.gmm.window_radius;
+  window_.width = options_.gmm.window_width;
+  const int64_t H = options_.gmm.num_heads;
   query_proj = register_module("query_proj", torch::nn::Linear(options_.query_dim, 3 * H));
   {
     torch::NoGradGuard no_grad;
-    query_proj->bias.narrow(0, 0, H).fill_(gmm_.init_step_bias);  // Delta = softplus(.)
+    query_proj->bias.narrow(0, 0, H).fill_(options_.gmm.init_step_bias);  // Delta = softplus(.)
     query_proj->bias.narrow(0, H, H).fill_(0.5);                  // variance about 1
   }
   position_energy = register_module(
-      "position", std::make_shared<PositionEnergy>(options_.memory_dim, H, gmm_.source_aware));
+      "position", std::make_shared<PositionEnergy>(options_.memory_dim, H, source_aware_));
   reseed_noise(options_.seed);
 }
 
 at::Tensor GmmAttention::initial_state(const Memory& memory) const {
-  return torch::zeros({memory.batch(), gmm_.num_heads}, memory.values.options());
+  return torch::zeros({memory.batch(), options_.gmm.num_heads}, memory.values.options());
 }
 
 GmmAttention::Params GmmAttention::params(const at::Tensor& queries) {
-  const int64_t H = gmm_.num_heads;
+  const int64_t H = options_.gmm.num_heads;
   const at::Tensor raw = query_proj(queries);
   Params p;
   p.step = torch::nn::functional::softplus(raw.narrow(-1, 0, H));
-  if (gmm_.max_step > 0) p.step = torch::clamp(p.step, 0.0, gmm_.max_step);
-  p.variance = torch::nn::functional::softplus(raw.narrow(-1, H, H)) + gmm_.min_variance;
+  if (options_.gmm.max_step > 0) p.step = torch::clamp(p.step, 0.0, options_.gmm.max_step);
+  p.variance = torch::nn::functional::softplus(raw.narrow(-1, H, H)) + options_.gmm.min_variance;
   p.weights = torch::softmax(raw.narrow(-1, 2 * H, H), -1);
   return p;
 }
 
 std::pair<at::Tensor, at::Tensor> GmmAttention::positions(const Memory& memory) const {
-  const int64_t B = memory.batch(), T = memory.in_len(), H = gmm_.num_heads;
-  if (!gmm_.source_aware) {
+  const int64_t B = memory.batch(), T = memory.in_len(), H = options_.gmm.num_heads;
+  if (!source_aware_) {
     const auto o = memory.values.options();
     return {at::arange(1, T + 1, o).view({1, 1, T}).expand({B, H, T}),
             at::ones({B, H, T}, o)};
@@ -323,7 +316,7 @@ at::Tensor GmmAttention::weights_of(const at::Tensor& mu, const at::Tensor& vari
   at::Tensor ol = out_lengths.defined() ? out_lengths.repeat_interleave(H) : at::Tensor();
   const at::Tensor alpha = gmm_attention_weights(
       fold(mu), fold(variance), fold(weights), nu.reshape({B * H, T}),
-      delta.reshape({B * H, T}), gmm_.window, il, ol);
+      delta.reshape({B * H, T}), window_, il, ol);
   return alpha.view({B, H, U, T}).sum(1);
 }
 
@@ -335,9 +328,9 @@ StepOutput GmmAttention::step(const at::Tensor& query, const Memory& memory,
               ": query: expected [B, Dq] = [", memory.batch(), ", ", options_.query_dim,
               "], got ", query.sizes());
   detail::check_tensor(state, fn, "state", 2, "[B, H]");
-  MONA_CHECK(state.size(0) == memory.batch() && state.size(1) == gmm_.num_heads, fn,
+  MONA_CHECK(state.size(0) == memory.batch() && state.size(1) == options_.gmm.num_heads, fn,
               ": state: expected mu of the previous step [B, H] = [", memory.batch(), ", ",
-              gmm_.num_heads, "], got ", state.sizes());
+              options_.gmm.num_heads, "], got ", state.sizes());
   const Params p = params(query.unsqueeze(1));
   const at::Tensor mu = state.unsqueeze(1) + p.step;  // [B, 1, H]
   StepOutput out;
@@ -397,7 +390,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   MONA_CHECK(query.numel() == options_.query_dim, fn, ": query: expected Dq = ",
               options_.query_dim, " values, got ", query.sizes());
   torch::NoGradGuard no_grad;
-  const int64_t H = gmm_.num_heads, n = memory.size();
+  const int64_t H = options_.gmm.num_heads, n = memory.size();
   if (state.cursors.empty()) {
     state.mu.assign(H, 0.0);
     state.cursors.assign(H, core::GmmCursor());
@@ -423,7 +416,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   // shared positions: O(new frames) per call, and each frame is computed once per stream.
   if (n > pos.frames) {
     at::Tensor logits;
-    if (gmm_.source_aware) {
+    if (source_aware_) {
       logits = memory.keys().narrow(0, pos.frames, n - pos.frames).to(at::kDouble).contiguous();
     }
     for (int64_t h = 0; h < H; ++h) {
@@ -432,11 +425,11 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
       double sum = nu.empty() ? 0.0 : nu.back();
       for (int64_t j = pos.frames; j < n; ++j) {
         double d = 1.0;
-        if (gmm_.source_aware) {
+        if (source_aware_) {
           d = 1.0 / (1.0 + std::exp(-logits.data_ptr<double>()[(j - pos.frames) * H + h]));
         }
         de.push_back(d);
-        nu.push_back(gmm_.source_aware ? (sum += d) : static_cast<double>(j + 1));
+        nu.push_back(source_aware_ ? (sum += d) : static_cast<double>(j + 1));
       }
     }
     pos.frames = n;
@@ -459,7 +452,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     const double mu = state.mu[h] + steps.data_ptr<double>()[h];
     const auto r = core::gmm_online_step(mu, var.data_ptr<double>()[h], pos.nu[h].data(),
                                          pos.delta[h].data(), n, memory.finished(),
-                                         gmm_.window, state.cursors[h], buf.data());
+                                         window_, state.cursors[h], buf.data());
     out.monotonic_energies += r.touched;
     if (r.status == core::ScanStatus::kChose) {
       state.done[h] = 1;
@@ -502,11 +495,5 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
                             : torch::zeros({options_.memory_dim}, vopt);
   return out;
 }
-
-SagmmAttention::SagmmAttention(const AttentionOptions& options, GmmAttentionOptions gmm)
-    : GmmAttention(options, [&] {
-        gmm.source_aware = true;
-        return gmm;
-      }()) {}
 
 }  // namespace mona::nn

@@ -17,7 +17,8 @@ using data::kBos;
 using data::kEos;
 using data::kPad;
 
-int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / 2 + 1 : 0; }  // 3x3, stride 2, pad 1
+constexpr int64_t kConvStride = 2;  // each of the two 3x3 convolutions (pad 1) halves time
+int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
 }  // namespace
 
 void ModelOptions::validate() const {
@@ -42,11 +43,8 @@ void ModelOptions::validate() const {
   MONA_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
   MONA_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
   MONA_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);
-  MONA_CHECK(attention == "soft" || attention == "monotonic" || attention == "mocha" ||
-                  attention == "matcha" || attention == "gmm" || attention == "sagmm" ||
-                  attention == "sagmm-tr" || attention == "sagmm-fixed",
-              w, ": attention must be soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr or "
-              "sagmm-fixed, got \"", attention, "\"");
+  MONA_CHECK(find_mechanism(attention) != nullptr, w, ": attention must be one of ",
+             mechanism_names(), "; got \"", attention, "\"");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -62,7 +60,7 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
     in_dim = o.embedding_dim;
   } else {
     auto conv = [](int64_t in, int64_t out) {
-      return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(2).padding(1));
+      return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(kConvStride).padding(1));
     };
     conv1 = register_module("conv1", conv(1, o.conv_channels));
     bn1 = register_module("bn1", torch::nn::BatchNorm2d(o.conv_channels));
@@ -83,6 +81,10 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
     }
   }
   output_dim_ = in_dim;
+}
+
+int64_t Encoder::subsampling() const {
+  return options_.input_kind == "symbols" ? 1 : kConvStride * kConvStride;
 }
 
 int64_t Encoder::output_length(int64_t T) const {

@@ -11,7 +11,7 @@ Recognizer::Recognizer(std::shared_ptr<nn::Seq2Seq> model, nn::SearchOptions sea
   MONA_CHECK(model_ != nullptr, "Recognizer: model must not be null");
   search_.validate();
   model_->eval();
-  subsampling_ = model_->options().input_kind == "features" ? 4 : 1;
+  subsampling_ = model_->encoder->subsampling();
 }
 
 std::unique_ptr<Stream> Recognizer::create_stream() const {

@@ -4,65 +4,232 @@
 #include <cmath>
 #include <ostream>
 #include <set>
+#include <sstream>
+#include <type_traits>
+#include <utility>
 #include <thread>
 
 #include "mona/core/error.h"
 #include "mona/io/yaml.h"
 
 namespace mona::train {
+
+// Keys of model.attention in earlier versions and their names now.
+const std::pair<const char*, const char*> kRenamedAttentionKeys[] = {
+    {"threshold", "tau"},
+    {"num_heads", "gmm.num_heads"},
+    {"gmm_window_radius", "gmm.window_radius"},
+    {"gmm_window_width", "gmm.window_width"},
+    {"gmm_max_step", "gmm.max_step"},
+    {"gmm_min_variance", "gmm.min_variance"},
+};
+
 namespace {
 
-// Reads the keys of one YAML mapping into typed fields, refusing unknown keys.
-class Section {
+// The range a numeric field must lie in (the run settings'; the model's and the search's
+// options are checked by their own validate()). NaN lies in no range.
+struct Range {
+  double lo = -INFINITY, hi = INFINITY;
+  bool lo_open = false, hi_open = false;
+  static Range at_least(double lo) { return {lo, INFINITY, false, true}; }
+  static Range above(double lo) { return {lo, INFINITY, true, true}; }
+  static Range in(double lo, bool lo_open, double hi, bool hi_open) { return {lo, hi, lo_open, hi_open}; }
+  bool contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  // "must be >= 1", "must lie in (0, 1]"
+  std::string requirement() const {
+    std::ostringstream s;
+    if (std::isinf(hi)) {
+      s << "must be " << (std::isinf(lo) ? "finite" : lo_open ? "> " : ">= ");
+      if (!std::isinf(lo)) detail::put(s, lo);
+    } else {
+      s << "must lie in " << (lo_open ? "(" : "[");
+      detail::put(s, lo);
+      s << ", ";
+      detail::put(s, hi);
+      s << (hi_open ? ")" : "]");
+    }
+    return s.str();
+  }
+};
+
+// Every field of a configuration, listed once: its key, the struct member it is, and for the
+// run settings the range it must lie in. The reader (Reader), the writer (Writer) and
+// Config::validate (Validator) all walk this list; a visitor has
+//   section(key, body)       a nested mapping, body() lists its fields
+//   field(key, member[, range])
+//   renamed(old_key, new_key) a key of an earlier version (migrate_config renames those).
+template <class C, class V>
+void visit_config(C& c, V& v) {
+  v.section("data", [&] {
+    v.field("train", c.data.train);
+    v.field("dev", c.data.dev);
+    v.field("test", c.data.test);
+  });
+  v.section("model", [&] {
+    auto& o = c.model;
+    v.field("input_kind", o.input_kind);
+    v.field("feature_dim", o.feature_dim);
+    v.field("embedding_dim", o.embedding_dim);
+    v.field("append_eos", o.append_eos);
+    v.field("conv_channels", o.conv_channels);
+    v.field("encoder_layers", o.encoder_layers);
+    v.field("encoder_hidden", o.encoder_hidden);
+    v.field("bidirectional", o.bidirectional);
+    v.field("lookahead", o.lookahead);
+    v.field("projection_dim", o.projection_dim);
+    v.field("decoder_embedding_dim", o.decoder_embedding_dim);
+    v.field("decoder_hidden", o.decoder_hidden);
+    v.field("dropout", o.dropout);
+    v.section("attention", [&] {
+      auto& a = o.attention_options;
+      v.field("type", o.attention);
+      v.field("energy", a.energy);
+      v.field("monotonic_energy", a.monotonic_energy);
+      v.field("attention_dim", a.attention_dim);
+      v.field("init_r", a.init_r);
+      v.field("noise_std", a.noise_std);
+      v.field("chunk_size", a.chunk_size);
+      v.field("tau", a.tau);
+      v.field("sample", a.sample);
+      v.section("gmm", [&] {
+        v.field("num_heads", a.gmm.num_heads);
+        v.field("window_radius", a.gmm.window_radius);
+        v.field("window_width", a.gmm.window_width);
+        v.field("max_step", a.gmm.max_step);
+        v.field("min_variance", a.gmm.min_variance);
+        v.field("init_step_bias", a.gmm.init_step_bias);
+      });
+      for (const auto& r : kRenamedAttentionKeys) v.renamed(r.first, r.second);
+    });
+  });
+  v.section("train", [&] {
+    auto& r = c.train;
+    v.field("output_dir", r.output_dir);
+    v.field("seed", r.seed);
+    v.field("threads", r.threads);  // >= 1, checked (and clamped) by usable_threads
+    v.field("batch_size", r.batch_size, Range::at_least(1));
+    v.field("max_steps", r.max_steps, Range::at_least(0));
+    v.field("max_minutes", r.max_minutes, Range::at_least(0));
+    v.field("eval_every", r.eval_every, Range::at_least(1));
+    v.field("eval_limit", r.eval_limit, Range::at_least(0));
+    v.field("patience", r.patience, Range::at_least(0));
+    v.field("log_every", r.log_every, Range::at_least(1));
+    v.field("plot_every", r.plot_every, Range::at_least(0));
+    v.field("plot_examples", r.plot_examples, Range::at_least(0));
+    v.field("length_penalty", r.length_penalty, Range::at_least(0));
+    v.field("length_penalty_until", r.length_penalty_until);
+    v.section("optimizer", [&] {
+      auto& o = r.optimizer;
+      v.field("learning_rate", o.learning_rate, Range::above(0));
+      v.field("beta1", o.beta1, Range::in(0, false, 1, true));
+      v.field("beta2", o.beta2, Range::in(0, false, 1, true));
+      v.field("eps", o.eps, Range::above(0));
+      v.field("clip_norm", o.clip_norm, Range::at_least(0));
+      v.field("weight_decay", o.weight_decay, Range::at_least(0));
+      v.field("decay_every", o.decay_every, Range::at_least(0));
+      v.field("decay_factor", o.decay_factor, Range::in(0, true, 1, false));
+    });
+    v.section("smoothing", [&] {
+      v.field("uniform", r.smoothing.uniform, Range::in(0, false, 1, true));
+      v.field("localized", r.smoothing.localized, Range::at_least(0));  // each weight
+    });
+  });
+  v.section("decode", [&] {
+    v.field("beam", c.decode.beam);
+    v.field("prune_margin", c.decode.prune_margin);
+    v.field("length_ratio", c.decode.length_ratio);
+    v.field("length_bonus", c.decode.length_bonus);
+    v.renamed("threshold", "prune_margin");
+  });
+}
+
+// Dotted key of `key` under the sections `path`.
+std::string dotted(const std::vector<std::string>& path, const std::string& key) {
+  std::string s;
+  for (const auto& p : path) s += p + ".";
+  return s + key;
+}
+
+template <class T>
+const char* type_name() {
+  if (std::is_same<T, bool>::value) return "a boolean";
+  if (std::is_integral<T>::value) return "an integer";
+  if (std::is_floating_point<T>::value) return "a number";
+  if (std::is_same<T, std::string>::value) return "a string";
+  return "a list of numbers";
+}
+
+// Reads a YAML tree into a Config, refusing unknown keys, keys of earlier versions and values
+// of the wrong type, naming the key and what set it (the file, or a --set override).
+class Reader {
  public:
-  Section(const YAML::Node& node, std::string path, std::string source,
-          const std::vector<std::string>& overrides)
-      : node_(node), path_(std::move(path)), source_(std::move(source)), overrides_(overrides) {
-    detail::check(!node_ || node_.IsNull() || node_.IsMap(), source_for(path_), ": ", path_,
-                  ": expected a mapping of keys to values");
+  Reader(const YAML::Node& root, std::string source, const std::vector<std::string>& overrides)
+      : source_(std::move(source)), overrides_(overrides) {
+    nodes_.push_back(root);
+    expect_mapping(root, "");
+  }
+  template <class F>
+  void section(const char* key, F&& body) {
+    known_.back().insert(key);
+    const YAML::Node& parent = nodes_.back();
+    const YAML::Node node = parent && parent.IsMap() ? parent[key] : YAML::Node();
+    path_.push_back(key);
+    expect_mapping(node, dotted({path_.begin(), path_.end() - 1}, key));
+    nodes_.push_back(node);
+    known_.emplace_back();
+    body();
+    finish();
+    known_.pop_back();
+    nodes_.pop_back();
+    path_.pop_back();
   }
   template <class T>
-  void get(const char* key, T& field) {
-    known_.insert(key);
-    if (!node_ || node_.IsNull()) return;
-    const YAML::Node v = node_[key];
+  void field(const char* key, T& member, const Range& = {}) {
+    known_.back().insert(key);
+    const YAML::Node& node = nodes_.back();
+    if (!node || !node.IsMap()) return;
+    const YAML::Node v = node[key];
     if (!v || v.IsNull()) return;
     try {
-      field = v.as<T>();
+      member = v.as<T>();
     } catch (const YAML::Exception&) {
-      detail::fail(source_for(name(key)), ": ", name(key), ": cannot read \"", YAML::Dump(v),
-                   "\" as ", type_name<T>());
+      const std::string name = dotted(path_, key);
+      detail::fail(source_for(name), ": ", name, ": cannot read \"", YAML::Dump(v), "\" as ",
+                   type_name<T>());
     }
   }
-  /// A key of an earlier version, now called `new_key`: refused, naming the new name.
   void renamed(const char* old_key, const char* new_key) {
-    known_.insert(old_key);
-    if (!node_ || !node_.IsMap() || !node_[old_key]) return;
-    detail::fail(source_for(name(old_key)), ": ", name(old_key), " is now called ", name(new_key),
+    known_.back().insert(old_key);
+    const YAML::Node& node = nodes_.back();
+    if (!node || !node.IsMap() || !node[old_key]) return;
+    const std::string name = dotted(path_, old_key);
+    detail::fail(source_for(name), ": ", name, " is now called ", dotted(path_, new_key),
                  " (rename the key; checkpoints of earlier versions are read either way)");
   }
-  Section sub(const char* key) {
-    known_.insert(key);
-    return Section(node_ && node_.IsMap() ? node_[key] : YAML::Node(), name(key), source_,
-                   overrides_);
-  }
-  /// Call after all get()/sub(): refuses keys nobody asked for.
+  // The top level's unknown keys (sections check theirs when they end).
   void finish() const {
-    if (!node_ || !node_.IsMap()) return;
-    for (const auto& kv : node_) {
+    const YAML::Node& node = nodes_.back();
+    if (!node || !node.IsMap()) return;
+    for (const auto& kv : node) {
       const std::string k = kv.first.as<std::string>();
-      if (!known_.count(k)) {
-        std::string allowed;
-        for (const auto& a : known_) allowed += (allowed.empty() ? "" : ", ") + a;
-        detail::fail(source_for(name(k.c_str())), ": unknown key \"", name(k.c_str()),
-                     "\" (known keys of ",
-                     path_.empty() ? "the top level" : path_, ": ", allowed, ")");
-      }
+      if (known_.back().count(k)) continue;
+      std::string allowed;
+      for (const auto& a : known_.back()) allowed += (allowed.empty() ? "" : ", ") + a;
+      const std::string name = dotted(path_, k);
+      detail::fail(source_for(name), ": unknown key \"", name, "\" (known keys of ",
+                   path_.empty() ? std::string("the top level") : dotted({path_.begin(), path_.end() - 1}, path_.back()),
+                   ": ", allowed, ")");
     }
   }
 
  private:
-  std::string name(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+  void expect_mapping(const YAML::Node& node, const std::string& name) const {
+    detail::check(!node || node.IsNull() || node.IsMap(), source_for(name), ": ",
+                  name.empty() ? std::string("the top level") : name,
+                  ": expected a mapping of keys to values");
+  }
   // What to blame for `key` (dotted): the last override that set it, a key inside it or a
   // map holding it ("--set a.b=1"), else the file.
   std::string source_for(const std::string& key) const {
@@ -78,18 +245,68 @@ class Section {
     }
     return source_;
   }
-  template <class T>
-  static const char* type_name() {
-    if (std::is_same<T, bool>::value) return "a boolean";
-    if (std::is_integral<T>::value) return "an integer";
-    if (std::is_floating_point<T>::value) return "a number";
-    if (std::is_same<T, std::string>::value) return "a string";
-    return "a list of numbers";
-  }
-  YAML::Node node_;
-  std::string path_, source_;
+  std::string source_;
   const std::vector<std::string>& overrides_;
-  std::set<std::string> known_;
+  std::vector<YAML::Node> nodes_;
+  std::vector<std::string> path_;
+  std::vector<std::set<std::string>> known_{1};
+};
+
+// Writes every field (defaults included).
+class Writer {
+ public:
+  explicit Writer(YAML::Node root) { nodes_.push_back(root); }
+  template <class F>
+  void section(const char* key, F&& body) {
+    YAML::Node node(YAML::NodeType::Map);
+    nodes_.push_back(node);
+    body();
+    nodes_.pop_back();
+    nodes_.back()[key] = node;
+  }
+  template <class T>
+  void field(const char* key, const T& member, const Range& = {}) {
+    nodes_.back()[key] = member;
+  }
+  void field(const char* key, const std::vector<double>& member, const Range& = {}) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (double w : member) list.push_back(w);
+    nodes_.back()[key] = list;
+  }
+  void renamed(const char*, const char*) {}
+
+ private:
+  std::vector<YAML::Node> nodes_;
+};
+
+// Checks each field that has a range, naming its key and value.
+class Validator {
+ public:
+  template <class F>
+  void section(const char* key, F&& body) {
+    path_.push_back(key);
+    body();
+    path_.pop_back();
+  }
+  template <class T>
+  void field(const char* key, const T& member, const Range& range = {}) {
+    if constexpr (std::is_arithmetic<T>::value && !std::is_same<T, bool>::value) {
+      detail::check(range.contains(static_cast<double>(member)), dotted(path_, key), " ",
+                    range.requirement(), ", got ", member);
+    }
+  }
+  void field(const char* key, const std::vector<double>& member, const Range& range) {
+    for (double w : member) {
+      detail::check(range.contains(w), dotted(path_, key), ": each weight ", range.requirement(),
+                    ", got ", w);
+    }
+  }
+  template <class T>
+  void field(const char*, const std::vector<T>&) {}
+  void renamed(const char*, const char*) {}
+
+ private:
+  std::vector<std::string> path_;
 };
 
 }  // namespace
@@ -97,98 +314,15 @@ class Section {
 Config config_from_yaml(const YAML::Node& root, const std::string& source,
                         const std::vector<std::string>& overrides) {
   Config c;
-  Section top(root, "", source, overrides);
-  {
-    Section d = top.sub("data");
-    d.get("train", c.data.train);
-    d.get("dev", c.data.dev);
-    d.get("test", c.data.test);
-    d.finish();
-  }
-  {
-    Section m = top.sub("model");
-    auto& o = c.model;
-    m.get("input_kind", o.input_kind);
-    m.get("feature_dim", o.feature_dim);
-    m.get("embedding_dim", o.embedding_dim);
-    m.get("append_eos", o.append_eos);
-    m.get("conv_channels", o.conv_channels);
-    m.get("encoder_layers", o.encoder_layers);
-    m.get("encoder_hidden", o.encoder_hidden);
-    m.get("bidirectional", o.bidirectional);
-    m.get("lookahead", o.lookahead);
-    m.get("projection_dim", o.projection_dim);
-    m.get("decoder_embedding_dim", o.decoder_embedding_dim);
-    m.get("decoder_hidden", o.decoder_hidden);
-    m.get("dropout", o.dropout);
-    Section a = m.sub("attention");
-    a.get("type", o.attention);
-    auto& ao = o.attention_options;
-    a.get("energy", ao.energy);
-    a.get("monotonic_energy", ao.monotonic_energy);
-    a.get("attention_dim", ao.attention_dim);
-    a.get("init_r", ao.init_r);
-    a.get("noise_std", ao.noise_std);
-    a.get("chunk_size", ao.chunk_size);
-    a.get("tau", ao.tau);
-    a.renamed("threshold", "tau");
-    a.get("sample", ao.sample);
-    a.get("num_heads", ao.num_heads);
-    a.get("gmm_window_radius", ao.gmm_window_radius);
-    a.get("gmm_window_width", ao.gmm_window_width);
-    a.get("gmm_max_step", ao.gmm_max_step);
-    a.get("gmm_min_variance", ao.gmm_min_variance);
-    a.finish();
-    m.finish();
-  }
-  {
-    Section t = top.sub("train");
-    auto& r = c.train;
-    t.get("output_dir", r.output_dir);
-    t.get("seed", r.seed);
-    t.get("threads", r.threads);
-    t.get("batch_size", r.batch_size);
-    t.get("max_steps", r.max_steps);
-    t.get("max_minutes", r.max_minutes);
-    t.get("eval_every", r.eval_every);
-    t.get("eval_limit", r.eval_limit);
-    t.get("patience", r.patience);
-    t.get("log_every", r.log_every);
-    t.get("plot_every", r.plot_every);
-    t.get("plot_examples", r.plot_examples);
-    t.get("length_penalty", r.length_penalty);
-    t.get("length_penalty_until", r.length_penalty_until);
-    Section o = t.sub("optimizer");
-    o.get("learning_rate", r.optimizer.learning_rate);
-    o.get("beta1", r.optimizer.beta1);
-    o.get("beta2", r.optimizer.beta2);
-    o.get("eps", r.optimizer.eps);
-    o.get("clip_norm", r.optimizer.clip_norm);
-    o.get("weight_decay", r.optimizer.weight_decay);
-    o.get("decay_every", r.optimizer.decay_every);
-    o.get("decay_factor", r.optimizer.decay_factor);
-    o.finish();
-    Section s = t.sub("smoothing");
-    s.get("uniform", r.smoothing.uniform);
-    s.get("localized", r.smoothing.localized);
-    s.finish();
-    t.finish();
-  }
-  {
-    Section d = top.sub("decode");
-    d.get("beam", c.decode.beam);
-    d.get("prune_margin", c.decode.prune_margin);
-    d.renamed("threshold", "prune_margin");
-    d.get("length_ratio", c.decode.length_ratio);
-    d.get("length_bonus", c.decode.length_bonus);
-    d.finish();
-  }
-  top.finish();
+  Reader reader(root, source, overrides);
+  visit_config(c, reader);
+  reader.finish();
   return c;
 }
 
 namespace {
-// Moves root[path..., from] to root[path..., to] unless the new key is already there.
+// Moves root[path..., from] to root[path..., to] (a dotted `to` makes the maps on the way)
+// unless the new key is already there.
 void rename_key(const YAML::Node& root, const std::vector<std::string>& path,
                 const std::string& from, const std::string& to) {
   YAML::Node node = root;
@@ -197,119 +331,38 @@ void rename_key(const YAML::Node& root, const std::vector<std::string>& path,
     node.reset(node[p]);  // rebind (operator= would overwrite the node's value)
   }
   if (!node.IsMap() || !node[from]) return;
-  if (!node[to]) node[to] = YAML::Clone(node[from]);
+  const YAML::Node value = YAML::Clone(node[from]);
   node.remove(from);
+  YAML::Node target = node;
+  std::string rest = to;
+  for (std::size_t dot; (dot = rest.find('.')) != std::string::npos; rest.erase(0, dot + 1)) {
+    const std::string part = rest.substr(0, dot);
+    if (!target[part]) target[part] = YAML::Node(YAML::NodeType::Map);
+    target.reset(target[part]);
+  }
+  if (!target[rest]) target[rest] = value;
 }
 }  // namespace
 
 void migrate_config(YAML::Node& root) {
-  rename_key(root, {"model", "attention"}, "threshold", "tau");
+  for (const auto& r : kRenamedAttentionKeys) rename_key(root, {"model", "attention"}, r.first, r.second);
   rename_key(root, {"decode"}, "threshold", "prune_margin");
 }
 
 YAML::Node config_to_yaml(const Config& c) {
-  YAML::Node root;
-  root["data"]["train"] = c.data.train;
-  root["data"]["dev"] = c.data.dev;
-  root["data"]["test"] = c.data.test;
-  const auto& o = c.model;
-  YAML::Node m = root["model"];
-  m["input_kind"] = o.input_kind;
-  m["feature_dim"] = o.feature_dim;
-  m["embedding_dim"] = o.embedding_dim;
-  m["append_eos"] = o.append_eos;
-  m["conv_channels"] = o.conv_channels;
-  m["encoder_layers"] = o.encoder_layers;
-  m["encoder_hidden"] = o.encoder_hidden;
-  m["bidirectional"] = o.bidirectional;
-  m["lookahead"] = o.lookahead;
-  m["projection_dim"] = o.projection_dim;
-  m["decoder_embedding_dim"] = o.decoder_embedding_dim;
-  m["decoder_hidden"] = o.decoder_hidden;
-  m["dropout"] = o.dropout;
-  const auto& ao = o.attention_options;
-  YAML::Node a = m["attention"];
-  a["type"] = o.attention;
-  a["energy"] = ao.energy;
-  a["monotonic_energy"] = ao.monotonic_energy;
-  a["attention_dim"] = ao.attention_dim;
-  a["init_r"] = ao.init_r;
-  a["noise_std"] = ao.noise_std;
-  a["chunk_size"] = ao.chunk_size;
-  a["tau"] = ao.tau;
-  a["sample"] = ao.sample;
-  a["num_heads"] = ao.num_heads;
-  a["gmm_window_radius"] = ao.gmm_window_radius;
-  a["gmm_window_width"] = ao.gmm_window_width;
-  a["gmm_max_step"] = ao.gmm_max_step;
-  a["gmm_min_variance"] = ao.gmm_min_variance;
-  const auto& r = c.train;
-  YAML::Node t = root["train"];
-  t["output_dir"] = r.output_dir;
-  t["seed"] = r.seed;
-  t["threads"] = r.threads;
-  t["batch_size"] = r.batch_size;
-  t["max_steps"] = r.max_steps;
-  t["max_minutes"] = r.max_minutes;
-  t["eval_every"] = r.eval_every;
-  t["eval_limit"] = r.eval_limit;
-  t["patience"] = r.patience;
-  t["log_every"] = r.log_every;
-  t["plot_every"] = r.plot_every;
-  t["plot_examples"] = r.plot_examples;
-  t["length_penalty"] = r.length_penalty;
-  t["length_penalty_until"] = r.length_penalty_until;
-  t["optimizer"]["learning_rate"] = r.optimizer.learning_rate;
-  t["optimizer"]["beta1"] = r.optimizer.beta1;
-  t["optimizer"]["beta2"] = r.optimizer.beta2;
-  t["optimizer"]["eps"] = r.optimizer.eps;
-  t["optimizer"]["clip_norm"] = r.optimizer.clip_norm;
-  t["optimizer"]["weight_decay"] = r.optimizer.weight_decay;
-  t["optimizer"]["decay_every"] = r.optimizer.decay_every;
-  t["optimizer"]["decay_factor"] = r.optimizer.decay_factor;
-  t["smoothing"]["uniform"] = r.smoothing.uniform;
-  YAML::Node loc(YAML::NodeType::Sequence);
-  for (double w : r.smoothing.localized) loc.push_back(w);
-  t["smoothing"]["localized"] = loc;
-  root["decode"]["beam"] = c.decode.beam;
-  root["decode"]["prune_margin"] = c.decode.prune_margin;
-  root["decode"]["length_ratio"] = c.decode.length_ratio;
-  root["decode"]["length_bonus"] = c.decode.length_bonus;
+  YAML::Node root(YAML::NodeType::Map);
+  Writer writer(root);
+  visit_config(c, writer);
   return root;
 }
 
 void Config::validate() const {
-  const auto& r = train;
-  detail::check(r.batch_size >= 1, "train.batch_size must be >= 1, got ", r.batch_size);
-  usable_threads(r.threads, "train.threads", nullptr);  // >= 1 (clamped where it is used)
-  detail::check(r.max_steps >= 0, "train.max_steps must be >= 0, got ", r.max_steps);
-  detail::check(r.max_minutes >= 0, "train.max_minutes must be >= 0, got ", r.max_minutes);
-  detail::check(r.eval_every >= 1, "train.eval_every must be >= 1, got ", r.eval_every);
-  detail::check(r.eval_limit >= 0, "train.eval_limit must be >= 0, got ", r.eval_limit);
-  detail::check(r.patience >= 0, "train.patience must be >= 0, got ", r.patience);
-  detail::check(r.log_every >= 1, "train.log_every must be >= 1, got ", r.log_every);
-  detail::check(r.plot_every >= 0, "train.plot_every must be >= 0, got ", r.plot_every);
-  detail::check(r.length_penalty >= 0 && std::isfinite(r.length_penalty),
-                "train.length_penalty must be finite and >= 0, got ", r.length_penalty);
-  detail::check(r.plot_examples >= 0, "train.plot_examples must be >= 0, got ", r.plot_examples);
-  const auto& o = r.optimizer;
-  detail::check(o.learning_rate > 0, "train.optimizer.learning_rate must be > 0, got ", o.learning_rate);
-  detail::check(o.beta1 >= 0 && o.beta1 < 1, "train.optimizer.beta1 must lie in [0, 1), got ", o.beta1);
-  detail::check(o.beta2 >= 0 && o.beta2 < 1, "train.optimizer.beta2 must lie in [0, 1), got ", o.beta2);
-  detail::check(o.eps > 0, "train.optimizer.eps must be > 0, got ", o.eps);
-  detail::check(o.clip_norm >= 0, "train.optimizer.clip_norm must be >= 0, got ", o.clip_norm);
-  detail::check(o.weight_decay >= 0, "train.optimizer.weight_decay must be >= 0, got ", o.weight_decay);
-  detail::check(o.decay_every >= 0, "train.optimizer.decay_every must be >= 0, got ", o.decay_every);
-  detail::check(o.decay_factor > 0 && o.decay_factor <= 1,
-                "train.optimizer.decay_factor must lie in (0, 1], got ", o.decay_factor);
-  detail::check(r.smoothing.uniform >= 0 && r.smoothing.uniform < 1,
-                "train.smoothing.uniform must lie in [0, 1), got ", r.smoothing.uniform);
-  detail::check(r.smoothing.localized.empty() || r.smoothing.localized.size() == 4,
+  usable_threads(train.threads, "train.threads", nullptr);  // >= 1 (clamped where it is used)
+  Validator validator;
+  visit_config(*this, validator);
+  detail::check(train.smoothing.localized.empty() || train.smoothing.localized.size() == 4,
                 "train.smoothing.localized must list 4 weights (offsets -2, -1, +1, +2), got ",
-                r.smoothing.localized.size());
-  for (double w : r.smoothing.localized) {
-    detail::check(w >= 0, "train.smoothing.localized weights must be >= 0, got ", w);
-  }
+                train.smoothing.localized.size());
   try {
     decode.validate();
   } catch (const std::exception& e) {

@@ -92,6 +92,28 @@ TEST(Files, FailedWriteLeavesOldFileIntactAndNoTempFiles) {
   EXPECT_EQ(dir.entries(), (Names{"ckpt"}));
 }
 
+// Several files: a failure while writing the third changes none of them (all temporaries are
+// written before the first rename), and leaves no temporary behind.
+TEST(Files, SeveralFilesAreAllReplacedOrNoneIs) {
+  TempDir dir;
+  const std::string a = dir.file("a"), b = dir.file("b"), c = dir.file("c");
+  mona::test::write_raw(a, "old a");
+  mona::test::write_raw(b, "old b");
+  {
+    FileSizeLimit limit(1000);
+    ASSERT_TRUE(limit.ok());
+    EXPECT_ERROR_CONTAINS(mona::io::write_files_atomic({{a, "new a"}, {b, "new b"}, {c, std::string(5000, 'x')}}),
+                          c, "cannot write temporary file");
+  }
+  EXPECT_EQ(mona::test::read_raw(a), "old a");
+  EXPECT_EQ(mona::test::read_raw(b), "old b");
+  EXPECT_EQ(dir.entries(), (Names{"a", "b"}));
+  mona::io::write_files_atomic({{a, "new a"}, {b, "new b"}, {c, "new c"}});
+  EXPECT_EQ(mona::test::read_raw(a), "new a");
+  EXPECT_EQ(mona::test::read_raw(c), "new c");
+  EXPECT_EQ(dir.entries(), (Names{"a", "b", "c"}));
+}
+
 TEST(Files, TargetIsADirectory) {
   TempDir dir;
   const std::string target = dir.file("sub");

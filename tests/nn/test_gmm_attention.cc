@@ -20,7 +20,6 @@ namespace {
 
 using core::GmmWindow;
 using nn::AttentionOptions;
-using nn::GmmAttentionOptions;
 using mona::core::ScanStatus;
 
 AttentionOptions small_options() {
@@ -39,11 +38,11 @@ core::GmmOptions window(GmmWindow w, int64_t width = 3) {
 }
 
 std::shared_ptr<nn::GmmAttention> make(bool source_aware, GmmWindow w, int64_t heads) {
-  GmmAttentionOptions g;
-  g.num_heads = heads;
-  g.source_aware = source_aware;
-  g.window = window(w);
-  auto a = std::make_shared<nn::GmmAttention>(small_options(), g);
+  nn::AttentionOptions o = small_options();
+  o.gmm.num_heads = heads;
+  o.gmm.window_width = window(w).width;
+  o.gmm.window_radius = window(w).radius;
+  auto a = std::make_shared<nn::GmmAttention>(o, source_aware, w);
   a->to(torch::kDouble);
   a->eval();
   return a;
@@ -267,9 +266,10 @@ TEST(GmmAttentionModule, Errors) {
   expect_throws_with(
       [&] { nn::gmm_attention_weights(mu, torch::ones({1, 3, 1}, torch::kDouble), {}, {}, {}, {}, torch::tensor({3})); },
       "variance: expected sizes [1, 2, 1]");
-  GmmAttentionOptions g;
-  g.num_heads = 0;
-  expect_throws_with([&] { nn::GmmAttention(small_options(), g); }, "num_heads must be >= 1, got 0");
+  nn::AttentionOptions bad = small_options();
+  bad.gmm.num_heads = 0;
+  expect_throws_with([&] { nn::GmmAttention(bad, true, GmmWindow::kAdaptive); },
+                     "gmm.num_heads must be >= 1, got 0");
 }
 
 }  // namespace

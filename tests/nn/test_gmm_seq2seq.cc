@@ -33,11 +33,11 @@ TEST(GmmSeq2Seq, MakeAttentionBuildsTheGmmFamily) {
   nn::AttentionOptions o;
   o.query_dim = 3;
   o.memory_dim = 4;
-  o.num_heads = 2;
-  o.gmm_window_radius = 1.5;
-  o.gmm_window_width = 5;
-  o.gmm_max_step = 2.5;
-  o.gmm_min_variance = 1e-3;
+  o.gmm.num_heads = 2;
+  o.gmm.window_radius = 1.5;
+  o.gmm.window_width = 5;
+  o.gmm.max_step = 2.5;
+  o.gmm.min_variance = 1e-3;
   struct Case {
     const char* name;
     bool source_aware;
@@ -53,29 +53,29 @@ TEST(GmmSeq2Seq, MakeAttentionBuildsTheGmmFamily) {
     ASSERT_NE(g, nullptr) << c.name;
     const auto& go = g->gmm_options();
     EXPECT_EQ(go.num_heads, 2) << c.name;
-    EXPECT_EQ(go.source_aware, c.source_aware) << c.name;
-    EXPECT_EQ(go.window.window, c.window) << c.name;
-    EXPECT_EQ(go.window.radius, 1.5);
-    EXPECT_EQ(go.window.width, 5);
+    EXPECT_EQ(g->source_aware(), c.source_aware) << c.name;
+    EXPECT_EQ(g->window().window, c.window) << c.name;
+    EXPECT_EQ(g->window().radius, 1.5);
+    EXPECT_EQ(g->window().width, 5);
     EXPECT_EQ(go.max_step, 2.5);
     EXPECT_EQ(go.min_variance, 1e-3);
     EXPECT_EQ(a->is_online(), c.online) << c.name;
   }
   auto bad = o;
-  bad.num_heads = 0;
-  expect_throws_with([&] { nn::make_attention("sagmm-tr", bad); }, "num_heads must be >= 1, got 0");
+  bad.gmm.num_heads = 0;
+  expect_throws_with([&] { nn::make_attention("sagmm-tr", bad); }, "gmm.num_heads must be >= 1, got 0");
   bad = o;
-  bad.gmm_window_radius = -1;
+  bad.gmm.window_radius = -1;
   expect_throws_with([&] { nn::make_attention("sagmm-tr", bad); },
-                     "gmm_window_radius must be finite and > 0, got -1");
+                     "gmm.window_radius must be finite and > 0, got -1");
   bad = o;
-  bad.gmm_window_width = 0;
+  bad.gmm.window_width = 0;
   expect_throws_with([&] { nn::make_attention("sagmm-fixed", bad); },
-                     "gmm_window_width c must be >= 1, got 0");
+                     "gmm.window_width c must be >= 1, got 0");
   bad = o;
-  bad.gmm_min_variance = 0;
+  bad.gmm.min_variance = 0;
   expect_throws_with([&] { nn::make_attention("gmm", bad); },
-                     "gmm_min_variance must be finite and > 0, got 0");
+                     "gmm.min_variance must be finite and > 0, got 0");
   expect_throws_with([&] { nn::make_attention("sagmm-xl", o); },
                      "gmm, sagmm, sagmm-tr, sagmm-fixed; got \"sagmm-xl\"");
 }
@@ -134,7 +134,7 @@ TEST(GmmSeq2Seq, HardStateCopiesDoNotAlias) {
   nn::AttentionOptions o;
   o.query_dim = 3;
   o.memory_dim = 4;
-  o.num_heads = 2;
+  o.gmm.num_heads = 2;
   for (const char* mech : {"sagmm-tr", "sagmm-fixed", "gmm"}) {
     auto att = nn::make_attention(mech, o);
     att->to(torch::kDouble);
@@ -193,7 +193,7 @@ TEST(GmmSeq2Seq, LengthPenaltyValueAndGradient) {
   opt.encoder_hidden = 5;
   opt.decoder_embedding_dim = 3;
   opt.decoder_hidden = 4;
-  opt.attention_options.num_heads = 2;
+  opt.attention_options.gmm.num_heads = 2;
   auto model = std::make_shared<nn::Seq2Seq>(opt);
   model->to(torch::kDouble);
   model->eval();

@@ -77,6 +77,30 @@ TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
   }
 }
 
+// The factor the streaming runtime maps memory entries back to input positions with
+// (stream/stream.h): every memory entry of the feature front end covers subsampling() frames,
+// the last one possibly fewer, as the convolutions' real output lengths show.
+TEST(Seq2Seq, SubsamplingIsTheFrontEndsRatioOfInputsToMemoryEntries) {
+  for (const std::string kind : {"symbols", "features"}) {
+    ModelOptions o = tiny_options("mocha");
+    o.input_kind = kind;
+    o.append_eos = false;
+    o.feature_dim = 5;
+    o.conv_channels = 2;
+    nn::Encoder enc(o);
+    enc.eval();
+    torch::NoGradGuard ng;
+    const int64_t s = enc.subsampling();
+    EXPECT_EQ(s, kind == "symbols" ? 1 : 4);
+    for (int64_t T = 1; T <= 13; ++T) {
+      const torch::Tensor x = kind == "symbols" ? torch::randint(4, 10, {1, T}, torch::kLong) : torch::randn({1, T, 5});
+      const int64_t m = enc.forward(x, torch::full({1}, T, torch::kLong)).first.size(1);
+      EXPECT_EQ(m, enc.output_length(T)) << kind << " T " << T;
+      EXPECT_EQ(m, (T + s - 1) / s) << kind << " T " << T;  // ceil(T / s) entries
+    }
+  }
+}
+
 // With lookahead k, memory entry t is a function of inputs 0 .. t + k exactly: streaming
 // releases it when input t + k arrives, changing input t + k moves it, changing any later
 // input does not.
@@ -196,7 +220,7 @@ TEST(Seq2Seq, LossErrors) {
                      "needs 4 weights");
   ModelOptions o = tiny_options("soft");
   o.attention = "luong";
-  expect_throws_with([&] { nn::Seq2Seq m(o); }, "attention must be soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr or sagmm-fixed, got \"luong\"");
+  expect_throws_with([&] { nn::Seq2Seq m(o); }, "attention must be one of soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr, sagmm-fixed; got \"luong\"");
   auto x_bad = x.clone();
   x_bad[0][0] = 12;
   expect_throws_with([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },

@@ -27,6 +27,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mona::io {
 
@@ -34,6 +36,12 @@ namespace mona::io {
 /// rename). Throws mona::Error naming `path` on failure; then nothing at `path` changed
 /// and no temporary file is left behind.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Writes several files (path, bytes) so that a failure changes none of them: every file's
+/// temporary is written and flushed to disk before the first rename. Throws mona::DataError
+/// naming the path; only a failing rename (after all writes succeeded, e.g. a target that
+/// became a directory) can leave the files before it replaced, and the message says so.
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 /// Returns the whole content of `path` (binary). Throws mona::Error naming `path` when it
 /// does not exist, is a directory or cannot be read.

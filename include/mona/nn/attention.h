@@ -43,12 +43,29 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mona/core/rng.h"
 #include "mona/core/scan.h"
 #include "mona/nn/energy.h"
 
 namespace mona::nn {
+
+/// Settings of the GMM family ("gmm", "sagmm", "sagmm-tr", "sagmm-fixed";
+/// mona/nn/gmm_attention.h, 003), read as AttentionOptions::gmm. Which positions and which
+/// window a mechanism uses follows from its name (make_attention); these are its sizes.
+struct GmmAttentionOptions {
+  int64_t num_heads = 1;        ///< H Gaussians per step, mixed by softmax_h(phi) (003 eq. 8)
+  double window_radius = 2.0;   ///< sagmm-tr: window |nu - mu| < r sqrt(variance) (eq. 14)
+  int64_t window_width = 4;     ///< sagmm-fixed: window width c in entries (eqs. 17-20)
+  /// Clamp of the step Delta to [0, max_step] entries (003 sec. 2.3: 3), applied to every GMM
+  /// mechanism; <= 0: no clamp (003's plain GMM, eqs. 4-5, has none).
+  double max_step = 3.0;
+  double min_variance = 1e-4;   ///< floor added to the softplus variance (> 0)
+  double init_step_bias = 0.5;  ///< initial bias of Delta's pre-softplus (about 1 entry/step)
+  /// Throws mona::ArgumentError naming the field (prefixed by `who`) and the value.
+  void validate(const char* who) const;
+};
 
 /// Configuration shared by the attention modules. Defaults follow 000 / 002.
 struct AttentionOptions {
@@ -63,14 +80,7 @@ struct AttentionOptions {
   int64_t chunk_size = 4;       ///< w (MoChA)
   double tau = 0.5;             ///< hard step chooses when p_choose >= tau (002 sec. 2.5)
   bool sample = false;          ///< hard step samples z ~ Bernoulli(p) instead
-  // GMM family ("gmm", "sagmm", "sagmm-tr", "sagmm-fixed"; mona/nn/gmm_attention.h):
-  int64_t num_heads = 1;           ///< H Gaussians per step, mixed by softmax_h(phi) (003 eq. 8)
-  double gmm_window_radius = 2.0;  ///< sagmm-tr: window |nu - mu| < r sqrt(variance) (eq. 14)
-  int64_t gmm_window_width = 4;    ///< sagmm-fixed: window width c (003 eqs. 17-20)
-  /// Clamp of the step Delta to [0, gmm_max_step] (003 sec. 2.3: 3), applied to every GMM
-  /// mechanism; <= 0: no clamp (003's plain GMM, eqs. 4-5, has none).
-  double gmm_max_step = 3.0;
-  double gmm_min_variance = 1e-4;  ///< floor added to the softplus variance (> 0)
+  GmmAttentionOptions gmm;      ///< the GMM family's settings (ignored by the others)
   /// Throws mona::ArgumentError naming the field and value when a setting is invalid.
   void validate(const char* who) const;
 };
@@ -308,12 +318,31 @@ class MAtChA : public MonotonicAttention {
 };
 
 /// Builds a mechanism by name: "soft", "monotonic", "mocha", "matcha", or the GMM family
-/// of mona/nn/gmm_attention.h (a GmmAttention, options from the gmm_* fields and
-/// num_heads): "gmm" (003 eqs. 4-8, nu_j = j + 1, no window: offline), "sagmm" (source
-/// aware, eqs. 9-12, no window: offline), "sagmm-tr" (source aware, adaptive window of
-/// radius gmm_window_radius, eqs. 14-16: streams) and "sagmm-fixed" (source aware, fixed
-/// window of width gmm_window_width, eqs. 17-20: streams).
+/// of mona/nn/gmm_attention.h (a GmmAttention with options.gmm): "gmm" (003 eqs. 4-8,
+/// nu_j = j + 1, no window: offline), "sagmm" (source aware, eqs. 9-12, no window:
+/// offline), "sagmm-tr" (source aware, adaptive window of radius gmm.window_radius,
+/// eqs. 14-16: streams) and "sagmm-fixed" (source aware, fixed window of width
+/// gmm.window_width, eqs. 17-20: streams).
+/// Throws mona::ArgumentError naming the mechanism (and listing the known ones) or the
+/// invalid option.
 std::shared_ptr<Attention> make_attention(const std::string& mechanism,
                                           const AttentionOptions& options);
+
+/// One mechanism make_attention builds. mechanisms() is the one list of them: ModelOptions'
+/// validation, the configuration's error messages and docs/attention.md's table read it (a
+/// test compares that table with this one, and each entry's `online` with the built
+/// module's is_online()).
+struct MechanismInfo {
+  const char* name;     ///< make_attention's and model.attention.type's name
+  bool online;          ///< decodes while the input arrives (Attention::is_online)
+  const char* options;  ///< the AttentionOptions fields it reads besides query/memory_dim, seed
+  const char* paper;    ///< where it is defined (files of shared/papers)
+};
+/// Every mechanism, in the order the docs list them.
+const std::vector<MechanismInfo>& mechanisms();
+/// The mechanism called `name`, or null.
+const MechanismInfo* find_mechanism(const std::string& name);
+/// The names joined by ", " (for messages).
+std::string mechanism_names();
 
 }  // namespace mona::nn

@@ -51,7 +51,7 @@
 //
 // Config names (make_attention, mona/nn/attention.h): "gmm" (no window, offline),
 // "sagmm" (source aware, no window, offline), "sagmm-tr" (adaptive window, streams) and
-// "sagmm-fixed" (fixed window of width c, streams); see AttentionOptions' gmm_* fields.
+// "sagmm-fixed" (fixed window of width c, streams); see GmmAttentionOptions (AttentionOptions::gmm).
 //
 // Length penalty (eq. 13) in training: Seq2Seq::loss's LengthPenaltyOptions
 // (mona/nn/seq2seq.h) uses gmm_length_penalty below.
@@ -111,18 +111,6 @@ EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, d
 // ---------------------------------------------------------------------------------------
 // Modules
 
-/// Options of GMM-family attention (on top of AttentionOptions' sizes and seed).
-struct GmmAttentionOptions {
-  int64_t num_heads = 1;        ///< H Gaussians per step (mixture weights softmax_h(phi))
-  bool source_aware = false;    ///< SAGMM: nu = cumsum(sigmoid(K W_delta)) (eqs. 9-10)
-  core::GmmOptions window;      ///< none | adaptive (SAGMM-tr, radius) | fixed (width c)
-  double max_step = 3.0;        ///< clamp of Delta (SAGMM, 003 sec. 2.3); <= 0: no clamp
-  double min_variance = 1e-4;   ///< added to softplus so variances stay > 0
-  double init_step_bias = 0.5;  ///< initial bias of Delta's pre-softplus (about 1 entry/step)
-  /// Throws mona::ArgumentError naming the field for invalid values.
-  void validate(const char* who) const;
-};
-
 /// Per-frame positions of one stream, shared by every copy of a GmmHardState (see the
 /// header comment): append-only; entries [0, frames) never change once computed.
 struct GmmPositions {
@@ -146,10 +134,13 @@ struct GmmHardState : HardStateExtension {
   void reset() { *this = GmmHardState(); }
 };
 
-/// GMM attention (003 eqs. 4-8) and, with options.source_aware, SAGMM / SAGMM-tr.
+/// GMM attention (003 eqs. 4-8) and, with source_aware, SAGMM (eqs. 9-12) with the window
+/// `window` (kNone: offline; kAdaptive: SAGMM-tr, eqs. 14-16; kFixed: eqs. 17-20). Sizes from
+/// options.gmm (H = options.gmm.num_heads). make_attention builds it from a mechanism's name.
 class GmmAttention : public Attention {
  public:
-  GmmAttention(const AttentionOptions& options, const GmmAttentionOptions& gmm);
+  /// Throws mona::ArgumentError naming the field for invalid options.
+  GmmAttention(const AttentionOptions& options, bool source_aware, core::GmmWindow window);
   /// mu(i-1) [B, H] of zeros.
   at::Tensor initial_state(const Memory& memory) const override;
   /// state = mu(i-1) [B, H]; StepOutput.state = mu(i) [B, H].
@@ -166,8 +157,12 @@ class GmmAttention : public Attention {
   /// windows, weights are the mixture weights over it; monotonic_energies counts frames read.
   HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
                            GmmHardState& state);
-  bool is_online() const override { return gmm_.window.window != core::GmmWindow::kNone; }
-  const GmmAttentionOptions& gmm_options() const { return gmm_; }
+  bool is_online() const override { return window_.window != core::GmmWindow::kNone; }
+  const GmmAttentionOptions& gmm_options() const { return options_.gmm; }
+  /// SAGMM positions nu = cumsum(sigmoid(K W_delta)) (eqs. 9-10); false: nu_j = j + 1.
+  bool source_aware() const { return source_aware_; }
+  /// The window: kind, radius and width (the last two from options.gmm).
+  const core::GmmOptions& window() const { return window_; }
 
   /// Per-step Gaussian parameters of queries [B, U, Dq]: step sizes, variances, mixture
   /// weights, each [B, U, H] (exposed for the length penalty and for plots).
@@ -187,14 +182,8 @@ class GmmAttention : public Attention {
   at::Tensor weights_of(const at::Tensor& mu, const at::Tensor& variance,
                         const at::Tensor& weights, const Memory& memory,
                         const at::Tensor& out_lengths);
-  GmmAttentionOptions gmm_;
-};
-
-/// SAGMM (window none), SAGMM-tr (window adaptive) or the fixed-width variant: GmmAttention
-/// with source_aware = true.
-class SagmmAttention : public GmmAttention {
- public:
-  SagmmAttention(const AttentionOptions& options, GmmAttentionOptions gmm);
+  bool source_aware_ = false;
+  core::GmmOptions window_;
 };
 
 }  // namespace mona::nn

@@ -104,6 +104,9 @@ class Encoder : public torch::nn::Module {
   int64_t output_dim() const { return output_dim_; }
   /// T' for an input of length T.
   int64_t output_length(int64_t T) const;
+  /// Input elements per memory entry: 1 for symbols, 4 for features (the front end's two
+  /// stride-2 convolutions); memory entry m covers inputs up to (m + 1) * subsampling() - 1.
+  int64_t subsampling() const;
 
  private:
   at::Tensor run_layers(at::Tensor x, const at::Tensor& lengths);

@@ -22,7 +22,8 @@
 // Emission positions: for each output token, the memory entry its attention chose
 // (t_i; the last entry of the chunk for MoChA / MAtChA) and the input position it
 // corresponds to (the same for symbol inputs; the last input frame of that entry's
-// receptive field for the 4x-subsampling feature front-end, capped at the last frame).
+// receptive field for the feature front end, which subsamples by nn::Encoder::subsampling(),
+// capped at the last frame).
 // Symbol models that append </s> (ModelOptions::append_eos) report position n, one past
 // the last of n inputs, for tokens emitted while attending to that end marker. Soft
 // attention emits only after the input is finished.

@@ -1,19 +1,18 @@
 // mona/train/config.h: every hyperparameter of a training run, with defaults, read from
 // and written to YAML. Unknown keys are refused (a typo never silently falls back to a
-// default); values of the wrong type or range are refused naming the key and the value.
+// default); values of the wrong type or range are refused naming the key and the value; a
+// key an earlier version called otherwise is refused naming its new name.
 //
-//   data:    {train: PATH, dev: PATH, test: PATH}            TSV files (mona/data/dataset.h)
-//   model:   ModelOptions (mona/nn/seq2seq.h); attention settings under model.attention
-//            (type: soft | monotonic | mocha | matcha, energy, monotonic_energy,
-//            attention_dim, init_r, noise_std, chunk_size, tau, sample, and for the
-//            GMM family num_heads, gmm_window_radius, gmm_window_width, gmm_max_step,
-//            gmm_min_variance)
-//   train:   run settings (seed, threads, batch_size, max_steps, max_minutes, eval_every,
-//            eval_limit, patience, log_every, plot_every, plot_examples, output_dir,
-//            optimizer: {learning_rate, beta1, beta2, eps, clip_norm, weight_decay,
-//            decay_every, decay_factor}, smoothing: {uniform, localized},
-//            length_penalty, length_penalty_until)
-//   decode:  SearchOptions (beam, prune_margin, length_ratio, length_bonus)
+//   data:    train, dev, test: TSV files (mona/data/dataset.h)
+//   model:   nn::ModelOptions (mona/nn/seq2seq.h); model.attention: type (one of
+//            nn::mechanisms(), mona/nn/attention.h) and nn::AttentionOptions, the GMM
+//            family's under model.attention.gmm (nn::GmmAttentionOptions)
+//   train:   RunConfig below, with train.optimizer and train.smoothing
+//   decode:  nn::SearchOptions (mona/nn/search.h)
+//
+// The keys are the member names; the one list of them (and of the run settings' ranges) is
+// visit_config in src/train/config.cc, which the reader, the writer and validate() walk.
+// config_to_yaml(Config{}) prints every key with its default.
 //
 // Defaults follow the papers where they say something: Adam beta1 0.9, beta2 0.999,
 // eps 1e-6 (002 D.1, 000 A.1), global-norm clipping, L2 weight decay 1e-6 (000 A.1),
@@ -94,7 +93,8 @@ Config config_from_yaml(const YAML::Node& root, const std::string& source,
                         const std::vector<std::string>& overrides = {});
 /// Renames, in place, the keys of a configuration written by an earlier version of mona (as
 /// stored in its checkpoints) to today's names: model.attention.threshold -> tau,
-/// decode.threshold -> prune_margin. Configuration files given by a user are not migrated:
+/// model.attention.num_heads and gmm_* -> model.attention.gmm.*, decode.threshold ->
+/// prune_margin. Configuration files given by a user are not migrated:
 /// an old key there is an error naming the new one.
 void migrate_config(YAML::Node& root);
 /// The full effective configuration (every key, defaults included).

@@ -1,0 +1,206 @@
+// label: train
+// Run configurations (mona/train/config.h): every key is read into its field and written
+// back, ranges are checked naming the key, keys of earlier versions are refused naming the
+// new key in files and migrated in checkpoints.
+#include "mona/train/config.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mona/core/error.h"
+#include "mona/io/yaml.h"
+
+namespace mona::test {
+namespace {
+
+// A configuration that sets every key to something other than its default, written out
+// by hand (not by config_to_yaml), so that reader and writer are checked against it.
+const char* kEveryKey = R"(
+data: {train: a.tsv, dev: b.tsv, test: c.tsv}
+model:
+  input_kind: features
+  feature_dim: 40
+  embedding_dim: 7
+  append_eos: false
+  conv_channels: 5
+  encoder_layers: 3
+  encoder_hidden: 11
+  bidirectional: true
+  lookahead: 0
+  projection_dim: 13
+  decoder_embedding_dim: 17
+  decoder_hidden: 19
+  dropout: 0.25
+  attention:
+    type: sagmm-fixed
+    energy: dot
+    monotonic_energy: dot
+    attention_dim: 23
+    init_r: -2
+    noise_std: 0.5
+    chunk_size: 3
+    tau: 0.25
+    sample: true
+    gmm: {num_heads: 4, window_radius: 1.5, window_width: 6, max_step: 2.5, min_variance: 0.001, init_step_bias: 0.75}
+train:
+  output_dir: somewhere
+  seed: 9
+  threads: 1
+  batch_size: 5
+  max_steps: 77
+  max_minutes: 1.5
+  eval_every: 7
+  eval_limit: 3
+  patience: 2
+  log_every: 4
+  plot_every: 8
+  plot_examples: 1
+  length_penalty: 0.01
+  length_penalty_until: 99
+  optimizer: {learning_rate: 0.5, beta1: 0.5, beta2: 0.75, eps: 0.001, clip_norm: 2, weight_decay: 0.125, decay_every: 10, decay_factor: 0.25}
+  smoothing: {uniform: 0.125, localized: [0.5, 1, 1, 0.5]}
+decode: {beam: 3, prune_margin: 1.5, length_ratio: 2.5, length_bonus: 4}
+)";
+
+// Dotted names of the leaves of a YAML mapping.
+void leaves(const YAML::Node& node, const std::string& prefix, std::set<std::string>& out) {
+  for (const auto& kv : node) {
+    const std::string key = prefix + kv.first.as<std::string>();
+    if (kv.second.IsMap()) {
+      leaves(kv.second, key + ".", out);
+    } else {
+      out.insert(key);
+    }
+  }
+}
+
+TEST(Config, EveryKeyIsReadIntoItsFieldAndWrittenBack) {
+  const YAML::Node root = io::parse_yaml(kEveryKey, "every.yaml");
+  const train::Config c = train::config_from_yaml(root, "every.yaml");
+  EXPECT_EQ(c.data.dev, "b.tsv");
+  EXPECT_EQ(c.model.input_kind, "features");
+  EXPECT_EQ(c.model.decoder_hidden, 19);
+  EXPECT_EQ(c.model.attention, "sagmm-fixed");
+  EXPECT_EQ(c.model.attention_options.tau, 0.25);
+  EXPECT_EQ(c.model.attention_options.chunk_size, 3);
+  EXPECT_EQ(c.model.attention_options.gmm.num_heads, 4);
+  EXPECT_EQ(c.model.attention_options.gmm.window_width, 6);
+  EXPECT_EQ(c.model.attention_options.gmm.init_step_bias, 0.75);
+  EXPECT_EQ(c.train.max_minutes, 1.5);
+  EXPECT_EQ(c.train.optimizer.decay_factor, 0.25);
+  EXPECT_EQ(c.train.smoothing.localized, (std::vector<double>{0.5, 1, 1, 0.5}));
+  EXPECT_EQ(c.decode.prune_margin, 1.5);
+  EXPECT_EQ(c.decode.length_bonus, 4);
+  EXPECT_NO_THROW(c.validate());
+
+  // The writer writes exactly the keys of the hand-written file, with its values.
+  const YAML::Node written = train::config_to_yaml(c);
+  std::set<std::string> expected, got;
+  leaves(root, "", expected);
+  leaves(written, "", got);
+  EXPECT_EQ(got, expected);
+  for (const std::string& key : expected) {
+    YAML::Node a = root, b = written;
+    std::string rest = key;
+    for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest.erase(0, dot + 1)) {
+      a.reset(a[rest.substr(0, dot)]);
+      b.reset(b[rest.substr(0, dot)]);
+    }
+    if (a[rest].IsSequence()) {
+      EXPECT_EQ(a[rest].as<std::vector<double>>(), b[rest].as<std::vector<double>>()) << key;
+    } else {
+      EXPECT_EQ(a[rest].as<std::string>(), b[rest].as<std::string>()) << key;
+    }
+  }
+  // And the defaults survive a round trip through the text.
+  const train::Config d;
+  const std::string text = io::to_yaml_text(train::config_to_yaml(d));
+  EXPECT_EQ(io::to_yaml_text(train::config_to_yaml(train::config_from_yaml(io::parse_yaml(text, "t"), "t"))), text);
+}
+
+void expect_message(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one with \"" << fragment << "\"";
+  } catch (const mona::ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << "message \"" << e.what() << "\" lacks \"" << fragment << "\"";
+  }
+}
+
+train::Config with(const std::string& assignment) {
+  YAML::Node root(YAML::NodeType::Map);
+  io::apply_override(root, assignment);
+  return train::config_from_yaml(root, "cfg.yaml", {assignment});
+}
+
+TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
+  expect_message([] { with("train.batch_size=0").validate(); }, "train.batch_size must be >= 1, got 0");
+  expect_message([] { with("train.optimizer.learning_rate=0").validate(); },
+                 "train.optimizer.learning_rate must be > 0, got 0");
+  expect_message([] { with("train.optimizer.learning_rate=.nan").validate(); },
+                 "train.optimizer.learning_rate must be > 0, got nan");
+  expect_message([] { with("train.optimizer.beta1=1").validate(); },
+                 "train.optimizer.beta1 must lie in [0, 1), got 1");
+  expect_message([] { with("train.optimizer.decay_factor=1.5").validate(); },
+                 "train.optimizer.decay_factor must lie in (0, 1], got 1.5");
+  expect_message([] { with("train.smoothing.localized=[1, -0.5, 1, 1]").validate(); },
+                 "train.smoothing.localized: each weight must be >= 0, got -0.5");
+  expect_message([] { with("train.smoothing.localized=[1, 1]").validate(); },
+                 "train.smoothing.localized must list 4 weights");
+  expect_message([] { with("train.threads=0").validate(); }, "train.threads: expected a number of threads >= 1, got 0");
+  expect_message([] { with("decode.prune_margin=-1").validate(); }, "decode: SearchOptions: prune_margin must be finite and > 0, got -1");
+  expect_message([] { with("train.max_steps=abc"); }, "--set train.max_steps=abc: train.max_steps: cannot read \"abc\" as an integer");
+  EXPECT_NO_THROW(with("train.optimizer.decay_factor=1").validate());  // the closed end
+}
+
+TEST(Config, KeysOfEarlierVersionsAreRefusedNamingTheNewKey) {
+  const std::vector<std::pair<std::string, std::string>> renamed = {
+      {"model.attention.threshold=0.4", "model.attention.threshold is now called model.attention.tau"},
+      {"model.attention.num_heads=2", "model.attention.num_heads is now called model.attention.gmm.num_heads"},
+      {"model.attention.gmm_window_radius=2", "model.attention.gmm_window_radius is now called model.attention.gmm.window_radius"},
+      {"model.attention.gmm_window_width=4", "model.attention.gmm_window_width is now called model.attention.gmm.window_width"},
+      {"model.attention.gmm_max_step=3", "model.attention.gmm_max_step is now called model.attention.gmm.max_step"},
+      {"model.attention.gmm_min_variance=0.1", "model.attention.gmm_min_variance is now called model.attention.gmm.min_variance"},
+      {"decode.threshold=3", "decode.threshold is now called decode.prune_margin"},
+  };
+  for (const auto& [assignment, message] : renamed) {
+    expect_message([&] { with(assignment); }, "--set " + assignment + ": " + message.substr(0, message.find(' ')));
+    expect_message([&] { with(assignment); }, message);
+  }
+  expect_message([] { with("model.attention.gmm.radius=2"); },
+                 "unknown key \"model.attention.gmm.radius\" (known keys of model.attention.gmm: "
+                 "init_step_bias, max_step, min_variance, num_heads, window_radius, window_width)");
+}
+
+TEST(Config, CheckpointsOfEarlierVersionsAreMigrated) {
+  YAML::Node old = io::parse_yaml(
+      "model: {attention: {type: sagmm-tr, threshold: 0.3, num_heads: 2, gmm_window_radius: 1.25, "
+      "gmm_window_width: 7, gmm_max_step: 2, gmm_min_variance: 0.01}}\n"
+      "decode: {beam: 4, threshold: 2.5}\n",
+      "old.ckpt:config");
+  train::migrate_config(old);
+  const train::Config c = train::config_from_yaml(old, "old.ckpt:config");
+  const auto& a = c.model.attention_options;
+  EXPECT_EQ(a.tau, 0.3);
+  EXPECT_EQ(a.gmm.num_heads, 2);
+  EXPECT_EQ(a.gmm.window_radius, 1.25);
+  EXPECT_EQ(a.gmm.window_width, 7);
+  EXPECT_EQ(a.gmm.max_step, 2);
+  EXPECT_EQ(a.gmm.min_variance, 0.01);
+  EXPECT_EQ(c.decode.beam, 4);
+  EXPECT_EQ(c.decode.prune_margin, 2.5);
+  // A current configuration is left as it is.
+  YAML::Node now = train::config_to_yaml(c);
+  const std::string before = io::to_yaml_text(now);
+  train::migrate_config(now);
+  EXPECT_EQ(io::to_yaml_text(now), before);
+}
+
+}  // namespace
+}  // namespace mona::test
