@@ -1,13 +1,11 @@
 // bench/report: turns the CSVs of mona_bench_decode and mona_bench_train into
-// docs/benchmarks.md (tables and a reading against the targets) and PNG plots drawn
-// with cairo. Called by run-benchmarks; no torch.
+// docs/benchmarks.md (tables and a reading against the targets) and PNG plots
+// (mona/io/plot.h). Called by run-benchmarks; no torch.
 //
 // Usage: mona_bench_report --decode=FILE --train=FILE --machine=FILE --md=FILE --png-dir=DIR
 //                          [--png-link=PREFIX]
 // `machine` holds key=value lines (cpu, caches, threads, load_before, load_after, command,
 // date, ...) written by run-benchmarks.
-#include <cairo/cairo.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +15,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "mona/core/error.h"
+#include "mona/io/plot.h"
 
 namespace {
 
@@ -109,20 +110,7 @@ const std::vector<Mech> kMechs = {{"soft", 0, "soft"},
                                   {"mocha", 8, "MoChA w=8"}};
 
 // ---------------------------------------------------------------------------------------
-// Plotting
-
-struct Color {
-  double r, g, b;
-};
-const std::vector<Color> kColors = {{0.80, 0.15, 0.15}, {0.10, 0.35, 0.75}, {0.10, 0.60, 0.30},
-                                    {0.85, 0.55, 0.05}, {0.50, 0.25, 0.65}};
-
-struct Series {
-  std::string label;
-  std::vector<double> x, y;
-  Color color;
-  bool dashed = false;
-};
+// Numbers in the tables
 
 std::string fmt(double v, int prec = 3) {
   if (!std::isfinite(v)) return "n/a";
@@ -138,275 +126,95 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-void text(cairo_t* cr, double x, double y, const std::string& s, double size, double ax = 0,
-          double ay = 0, bool bold = false) {
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
-                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, size);
-  cairo_text_extents_t e;
-  cairo_text_extents(cr, s.c_str(), &e);
-  cairo_move_to(cr, x - ax * e.width - e.x_bearing, y + ay * e.height);
-  cairo_show_text(cr, s.c_str());
-}
-
-/// A line chart in the box (x0, y0, w, h) of the surface.
-void line_chart(cairo_t* cr, double x0, double y0, double w, double h, const std::string& title,
-                const std::string& xlabel, const std::string& ylabel,
-                const std::vector<Series>& series, bool logx, bool logy) {
-  const double L = x0 + 80, R = x0 + w - 20, Tp = y0 + 40, B = y0 + h - 55;
-  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
-  for (const auto& s : series)
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i]) || (logy && s.y[i] <= 0)) continue;
-      xmin = std::min(xmin, s.x[i]);
-      xmax = std::max(xmax, s.x[i]);
-      ymin = std::min(ymin, s.y[i]);
-      ymax = std::max(ymax, s.y[i]);
-    }
-  if (!std::isfinite(xmin)) return;
-  auto tx = [&](double v) { return logx ? std::log10(v) : v; };
-  auto ty = [&](double v) { return logy ? std::log10(v) : v; };
-  double X0 = tx(xmin), X1 = tx(xmax), Y0 = ty(ymin), Y1 = ty(ymax);
-  if (logy) {
-    Y0 = std::floor(Y0);
-    Y1 = std::ceil(Y1);
-  } else {
-    Y0 = 0;
-    Y1 *= 1.08;
-  }
-  if (logx) {
-    X0 = std::floor(X0);
-    X1 = std::ceil(X1);
-  } else {
-    X0 = 0;
-  }
-  if (X1 <= X0) X1 = X0 + 1;
-  if (Y1 <= Y0) Y1 = Y0 + 1;
-  auto px = [&](double v) { return L + (tx(v) - X0) / (X1 - X0) * (R - L); };
-  auto py = [&](double v) { return B - (ty(v) - Y0) / (Y1 - Y0) * (B - Tp); };
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  text(cr, (L + R) / 2, y0 + 22, title, 17, 0.5, 0, true);
-  // grid and ticks
-  cairo_set_line_width(cr, 1);
-  std::vector<double> yt, xt;
-  if (logy) {
-    for (double e = Y0; e <= Y1 + 1e-9; e += 1) yt.push_back(std::pow(10, e));
-  } else {
-    const double step = std::pow(10, std::floor(std::log10((Y1 - Y0) / 4)));
-    double st = step;
-    for (double m : {1.0, 2.0, 5.0, 10.0})
-      if ((Y1 - Y0) / (step * m) <= 7) {
-        st = step * m;
-        break;
-      }
-    for (double v = 0; v <= Y1 + 1e-12; v += st) yt.push_back(v);
-  }
-  if (logx) {
-    for (double e = X0; e <= X1 + 1e-9; e += 1) xt.push_back(std::pow(10, e));
-  } else {
-    for (const auto& s : series)
-      for (size_t i = 0; i < s.x.size(); ++i)
-        if (std::isfinite(s.y[i]) && std::find(xt.begin(), xt.end(), s.x[i]) == xt.end())
-          xt.push_back(s.x[i]);
-  }
-  for (double v : yt) {
-    cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-    cairo_move_to(cr, L, py(v));
-    cairo_line_to(cr, R, py(v));
-    cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text(cr, L - 6, py(v), logy ? "1e" + fmt(std::log10(v)) : fmt(v), 13, 1, 0.4);
-  }
-  for (double v : xt) {
-    cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-    cairo_move_to(cr, px(v), Tp);
-    cairo_line_to(cr, px(v), B);
-    cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text(cr, px(v), B + 18, fmt(v, 6), 13, 0.5, 0);
-  }
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  cairo_rectangle(cr, L, Tp, R - L, B - Tp);
-  cairo_stroke(cr);
-  text(cr, (L + R) / 2, B + 42, xlabel, 14, 0.5, 0);
-  cairo_save(cr);
-  cairo_translate(cr, x0 + 18, (Tp + B) / 2);
-  cairo_rotate(cr, -M_PI / 2);
-  text(cr, 0, 0, ylabel, 14, 0.5, 0);
-  cairo_restore(cr);
-  // series
-  for (const auto& s : series) {
-    cairo_set_source_rgb(cr, s.color.r, s.color.g, s.color.b);
-    cairo_set_line_width(cr, 2.5);
-    if (s.dashed) {
-      const double d[] = {7, 5};
-      cairo_set_dash(cr, d, 2, 0);
-    }
-    bool started = false;
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i]) || (logy && s.y[i] <= 0)) continue;
-      if (!started) cairo_move_to(cr, px(s.x[i]), py(s.y[i]));
-      else cairo_line_to(cr, px(s.x[i]), py(s.y[i]));
-      started = true;
-    }
-    cairo_stroke(cr);
-    cairo_set_dash(cr, nullptr, 0, 0);
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i]) || (logy && s.y[i] <= 0)) continue;
-      cairo_arc(cr, px(s.x[i]), py(s.y[i]), 3.5, 0, 2 * M_PI);
-      cairo_fill(cr);
-    }
-  }
-  // legend (top left inside the axes)
-  double ly = Tp + 18;
-  for (const auto& s : series) {
-    cairo_set_source_rgb(cr, s.color.r, s.color.g, s.color.b);
-    cairo_set_line_width(cr, 2.5);
-    if (s.dashed) {
-      const double d[] = {7, 5};
-      cairo_set_dash(cr, d, 2, 0);
-    }
-    cairo_move_to(cr, L + 12, ly);
-    cairo_line_to(cr, L + 40, ly);
-    cairo_stroke(cr);
-    cairo_set_dash(cr, nullptr, 0, 0);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text(cr, L + 46, ly, s.label, 13, 0, 0.4);
-    ly += 19;
-  }
-}
-
-bool write_png(cairo_surface_t* surf, const std::string& path) {
-  if (cairo_surface_write_to_png(surf, path.c_str()) != CAIRO_STATUS_SUCCESS) {
-    std::fprintf(stderr, "mona_bench_report: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
-}
-
-cairo_t* white(cairo_surface_t* s) {
-  cairo_t* cr = cairo_create(s);
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
-  return cr;
-}
+// ---------------------------------------------------------------------------------------
+// Plots (drawn by mona/io/plot.h)
 
 const std::vector<int64_t> kSizes = {10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
 
-/// Figure 3 analogue: time per output sequence against T = U, one panel per dtype.
+/// Figure 3 analogue: time per output sequence against T = U, one panel per dtype. Points
+/// that were not measured (the quick mode runs fewer sizes) are left out.
 void plot_times(const std::string& path) {
-  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1400, 560);
-  cairo_t* cr = white(s);
-  int panel = 0;
+  std::vector<mona::io::LineChart> panels;
   for (const std::string dt : {"float64", "float32"}) {
-    std::vector<Series> series;
+    mona::io::LineChart chart;
+    chart.title = "Decoding time, " + dt + ", d = 256";
+    chart.x.label = "T = U";
+    chart.y = {"time per output sequence (us, log scale)", mona::io::Scale::kLog};
     for (size_t m = 0; m < kMechs.size(); ++m) {
-      Series se{kMechs[m].label, {}, {}, kColors[m]};
+      mona::io::Series se{kMechs[m].label, {}, {}, false, static_cast<int>(m)};
       for (int64_t n : kSizes) {
+        const double ns = decode_ns("grid", kMechs[m].mech, kMechs[m].w, dt, n, n);
+        if (!(ns > 0 && std::isfinite(ns))) continue;
         se.x.push_back(static_cast<double>(n));
-        se.y.push_back(decode_ns("grid", kMechs[m].mech, kMechs[m].w, dt, n, n) / 1e3);
+        se.y.push_back(ns / 1e3);
       }
-      series.push_back(se);
+      if (!se.x.empty()) chart.series.push_back(se);
     }
-    line_chart(cr, 700.0 * panel, 0, 700, 560, "Decoding time, " + dt + ", d = 256",
-               "T = U", "time per output sequence (us, log scale)", series, false, true);
-    ++panel;
+    if (chart.series.empty()) {
+      std::fprintf(stderr, "mona_bench_report: no grid times for %s; %s not drawn\n", dt.c_str(),
+                   path.c_str());
+      return;
+    }
+    panels.push_back(chart);
   }
-  write_png(s, path);
-  cairo_destroy(cr);
-  cairo_surface_destroy(s);
+  mona::io::write_line_chart_png(path, panels, {700, 560, mona::io::Legend::kInside, ""});
 }
 
-/// Figure 8 analogue: speedup of hard monotonic attention over soft attention on the grid.
+/// Figure 8 analogue: speedup of hard monotonic attention over soft attention on the grid
+/// (T along x, U growing upwards; points not measured are shown as n/a).
 void plot_heatmap(const std::string& path, const std::string& mech, int64_t w,
                   const std::string& dt, const std::string& title) {
-  const int cell = 62, L = 90, Tp = 60;
-  const int W = L + cell * 10 + 150, H = Tp + cell * 10 + 70;
-  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
-  cairo_t* cr = white(s);
-  double lo = INFINITY, hi = -INFINITY;
-  std::vector<std::vector<double>> v(10, std::vector<double>(10, NAN));
-  for (int a = 0; a < 10; ++a)
-    for (int b = 0; b < 10; ++b) {
-      const double soft = decode_ns("grid", "soft", 0, dt, kSizes[a], kSizes[b]);
-      const double x = decode_ns("grid", mech, w, dt, kSizes[a], kSizes[b]);
-      v[a][b] = soft / x;
-      if (std::isfinite(v[a][b])) {
-        lo = std::min(lo, v[a][b]);
-        hi = std::max(hi, v[a][b]);
-      }
-    }
-  auto colour = [&](double x) {
-    const double t = std::clamp((std::log(x) - std::log(lo)) / std::max(1e-9, std::log(hi) - std::log(lo)), 0.0, 1.0);
-    return Color{0.98 - 0.75 * t, 0.96 - 0.55 * t, 0.90 - 0.25 * t};
-  };
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  text(cr, W / 2.0, 30, title, 17, 0.5, 0, true);
-  for (int a = 0; a < 10; ++a)      // T along x
-    for (int b = 0; b < 10; ++b) {  // U along y, growing upwards
-      const double x = L + a * cell, y = Tp + (9 - b) * cell;
-      if (std::isfinite(v[a][b])) {
-        const Color c = colour(v[a][b]);
-        cairo_set_source_rgb(cr, c.r, c.g, c.b);
-      } else {
-        cairo_set_source_rgb(cr, 0.8, 0.8, 0.8);
-      }
-      cairo_rectangle(cr, x, y, cell - 1, cell - 1);
-      cairo_fill(cr);
-      const double lum = std::isfinite(v[a][b]) ? colour(v[a][b]).g : 1;
-      cairo_set_source_rgb(cr, lum < 0.6 ? 1 : 0, lum < 0.6 ? 1 : 0, lum < 0.6 ? 1 : 0);
-      text(cr, x + cell / 2.0, y + cell / 2.0, fmt(v[a][b], 3), 14, 0.5, 0.4);
-    }
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  for (int a = 0; a < 10; ++a) {
-    text(cr, L + a * cell + cell / 2.0, Tp + 10 * cell + 20, std::to_string(kSizes[a]), 13, 0.5, 0);
-    text(cr, L - 8, Tp + (9 - a) * cell + cell / 2.0, std::to_string(kSizes[a]), 13, 1, 0.4);
+  mona::io::ValueHeatmap h;
+  h.title = title;
+  h.x_label = "input length T";
+  h.y_label = "output length U";
+  for (int64_t n : kSizes) {
+    h.column_labels.push_back(std::to_string(n));
+    h.row_labels.push_back(std::to_string(n));
   }
-  text(cr, L + 5 * cell, Tp + 10 * cell + 48, "input length T", 14, 0.5, 0);
-  cairo_save(cr);
-  cairo_translate(cr, 25, Tp + 5 * cell);
-  cairo_rotate(cr, -M_PI / 2);
-  text(cr, 0, 0, "output length U", 14, 0.5, 0);
-  cairo_restore(cr);
-  // colour bar
-  const double bx = L + 10 * cell + 30, by = Tp, bh = 10 * cell;
-  for (int i = 0; i < 100; ++i) {
-    const double x = std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / 99.0);
-    const Color c = colour(x);
-    cairo_set_source_rgb(cr, c.r, c.g, c.b);
-    cairo_rectangle(cr, bx, by + bh - (i + 1) * bh / 100.0, 24, bh / 100.0 + 1);
-    cairo_fill(cr);
+  bool any = false;
+  for (int64_t U : kSizes) {    // rows, bottom to top
+    for (int64_t T : kSizes) {  // columns
+      const double v =
+          decode_ns("grid", "soft", 0, dt, T, U) / decode_ns("grid", mech, w, dt, T, U);
+      h.values.push_back(v > 0 && std::isfinite(v) ? v : NAN);
+      any = any || std::isfinite(h.values.back());
+    }
   }
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  text(cr, bx + 30, by + bh, fmt(lo, 3) + "x", 13, 0, 0);
-  text(cr, bx + 30, by + 10, fmt(hi, 3) + "x", 13, 0, 0);
-  text(cr, bx, by - 12, "speedup", 13, 0, 0);
-  write_png(s, path);
-  cairo_destroy(cr);
-  cairo_surface_destroy(s);
+  if (!any) {
+    std::fprintf(stderr, "mona_bench_report: no grid times for %s; %s not drawn\n",
+                 mech.c_str(), path.c_str());
+    return;
+  }
+  h.color_scale = mona::io::Scale::kLog;
+  h.unit = "x";
+  h.color_bar_label = "speedup";
+  mona::io::write_value_heatmap_png(path, h);
 }
 
 /// Scaling sweep, log-log, both dtypes.
 void plot_scaling(const std::string& path) {
-  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 900, 620);
-  cairo_t* cr = white(s);
-  std::vector<Series> series;
+  mona::io::LineChart chart;
+  chart.title = "Scaling: T = U, d = 256 (solid float64, dashed float32)";
+  chart.x = {"T = U (log scale)", mona::io::Scale::kLog};
+  chart.y = {"time per output sequence (us, log scale)", mona::io::Scale::kLog};
   for (size_t m = 0; m < kMechs.size(); ++m)
     for (const std::string dt : {"float64", "float32"}) {
-      Series se{kMechs[m].label + " (" + dt + ")", {}, {}, kColors[m], dt == "float32"};
+      mona::io::Series se{kMechs[m].label + " (" + dt + ")", {}, {}, dt == "float32",
+                          static_cast<int>(m)};
       for (int64_t n : {100, 1000, 10000}) {
         const double v = decode_ns("scaling", kMechs[m].mech, kMechs[m].w, dt, n, n);
-        if (!std::isfinite(v)) continue;
+        if (!(v > 0 && std::isfinite(v))) continue;
         se.x.push_back(static_cast<double>(n));
         se.y.push_back(v / 1e3);
       }
-      if (!se.x.empty()) series.push_back(se);
+      if (!se.x.empty()) chart.series.push_back(se);
     }
-  line_chart(cr, 0, 0, 900, 620, "Scaling: T = U, d = 256 (solid float64, dashed float32)",
-             "T = U (log scale)", "time per output sequence (us, log scale)", series, true, true);
-  write_png(s, path);
-  cairo_destroy(cr);
-  cairo_surface_destroy(s);
+  if (chart.series.empty()) {
+    std::fprintf(stderr, "mona_bench_report: no scaling times; %s not drawn\n", path.c_str());
+    return;
+  }
+  mona::io::write_line_chart_png(path, {chart}, {900, 620, mona::io::Legend::kInside, ""});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -513,12 +321,17 @@ int main(int argc, char** argv) {
   const int64_t nmax = diag.empty() ? 0 : diag.back();
 
   const std::string png = arg["png-dir"];
-  plot_times(png + "/decode_time.png");
-  plot_heatmap(png + "/decode_speedup_grid.png", "monotonic", 1, "float64",
-               "Speedup of hard monotonic over soft attention (float64, d = 256)");
-  plot_heatmap(png + "/decode_speedup_grid_mocha_w4.png", "mocha", 4, "float64",
-               "Speedup of MoChA (w = 4) over soft attention (float64, d = 256)");
-  plot_scaling(png + "/decode_scaling.png");
+  try {
+    plot_times(png + "/decode_time.png");
+    plot_heatmap(png + "/decode_speedup_grid.png", "monotonic", 1, "float64",
+                 "Speedup of hard monotonic over soft attention (float64, d = 256)");
+    plot_heatmap(png + "/decode_speedup_grid_mocha_w4.png", "mocha", 4, "float64",
+                 "Speedup of MoChA (w = 4) over soft attention (float64, d = 256)");
+    plot_scaling(png + "/decode_scaling.png");
+  } catch (const mona::Error& e) {
+    std::fprintf(stderr, "mona_bench_report: %s\n", e.what());
+    return 1;
+  }
 
   std::ofstream md(arg["md"]);
   auto line = [&](const std::string& s = "") { md << s << "\n"; };

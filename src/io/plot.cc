@@ -1,14 +1,12 @@
 // Alignment heatmaps with cairo (mona/io/plot.h).
 #include "mona/io/plot.h"
 
-#include <cairo.h>
-
 #include <algorithm>
 #include <cmath>
-#include <memory>
 
 #include "mona/core/error.h"
 #include "mona/io/files.h"
+#include "plot_draw.h"
 
 namespace mona::io {
 namespace {
@@ -16,21 +14,13 @@ namespace {
 using detail::check;
 using detail::check_data;
 using detail::fail;
+using namespace plot_detail;
 
 constexpr double kFont = 11;        // label font size, pixels
 constexpr double kTitleFont = 14;   // title font size
 constexpr double kMargin = 12;
 constexpr std::size_t kMaxLabel = 12;  // characters (UTF-8 code points)
 constexpr int64_t kMaxCells = 16000;
-
-struct SurfaceDeleter {
-  void operator()(cairo_surface_t* s) const { cairo_surface_destroy(s); }
-};
-struct ContextDeleter {
-  void operator()(cairo_t* c) const { cairo_destroy(c); }
-};
-using Surface = std::unique_ptr<cairo_surface_t, SurfaceDeleter>;
-using Context = std::unique_ptr<cairo_t, ContextDeleter>;
 
 // Viridis, 9 control points (matplotlib's _viridis_data at 0, 1/8, ..., 1).
 void viridis(double v, double* r, double* g, double* b) {
@@ -66,27 +56,10 @@ std::string shorten(const std::string& s) {
   return s.substr(0, cut) + "..";
 }
 
-double text_width(cairo_t* cr, const std::string& s) {
-  cairo_text_extents_t e;
-  cairo_text_extents(cr, s.c_str(), &e);
-  return e.x_advance;
-}
-
-void set_font(cairo_t* cr, double size, bool bold = false) {
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
-                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, size);
-}
-
 std::string ordinal_every(int64_t k) {
   if (k == 2) return "every 2nd label";
   if (k == 3) return "every 3rd label";
   return "every " + std::to_string(k) + "th label";
-}
-
-cairo_status_t append_png(void* closure, const unsigned char* data, unsigned int length) {
-  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
-  return CAIRO_STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -132,19 +105,19 @@ std::string render_alignment_png(const std::vector<float>& weights, int64_t U, i
   // Measure text on a scratch surface.
   double max_in = 0, max_out = 0, title_w = 0, x_title_w = 0, y_title_w = 0, tick_w = 0;
   {
-    Surface scratch(cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1));
-    Context cr(cairo_create(scratch.get()));
-    set_font(cr.get(), kFont);
-    for (int64_t t = 0; t < T; t += kx) max_in = std::max(max_in, text_width(cr.get(), in_text[t]));
+    const Canvas scratch = scratch_canvas(name);
+    cairo_t* cr = scratch.cr();
+    set_font(cr, kFont);
+    for (int64_t t = 0; t < T; t += kx) max_in = std::max(max_in, text_width(cr, in_text[t]));
     for (int64_t u = 0; u < U; u += ky)
-      max_out = std::max(max_out, text_width(cr.get(), out_text[u]));
-    x_title_w = text_width(cr.get(), x_title);
-    y_title_w = text_width(cr.get(), y_title);
-    tick_w = text_width(cr.get(), "0.75");
-    set_font(cr.get(), kTitleFont, true);
-    title_w = text_width(cr.get(), title);
-    check_data(cairo_status(cr.get()) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
-          cairo_status_to_string(cairo_status(cr.get())));
+      max_out = std::max(max_out, text_width(cr, out_text[u]));
+    x_title_w = text_width(cr, x_title);
+    y_title_w = text_width(cr, y_title);
+    tick_w = text_width(cr, "0.75");
+    set_font(cr, kTitleFont, true);
+    title_w = text_width(cr, title);
+    check_data(cairo_status(cr) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
+          cairo_status_to_string(cairo_status(cr)));
   }
   const bool in_horizontal = max_in <= kx * cw - 2;
   const double in_band = in_horizontal ? kFont + 2 : max_in;  // height of the x label band
@@ -162,16 +135,8 @@ std::string render_alignment_png(const std::vector<float>& weights, int64_t U, i
   check(iw <= 32767 && ih <= 32767, "plot ", name, ": image of ", iw, "x", ih,
         " pixels exceeds cairo's limit of 32767");
 
-  Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, iw, ih));
-  check_data(cairo_surface_status(surface.get()) == CAIRO_STATUS_SUCCESS, "plot ", name,
-        ": cairo: cannot create a ", iw, "x", ih, " image: ",
-        cairo_status_to_string(cairo_surface_status(surface.get())));
-  Context ctx(cairo_create(surface.get()));
-  cairo_t* cr = ctx.get();
-
-  // Background.
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
+  const Canvas canvas = white_canvas(iw, ih, name);
+  cairo_t* cr = canvas.cr();
 
   // Title.
   if (!title.empty()) {
@@ -278,14 +243,7 @@ std::string render_alignment_png(const std::vector<float>& weights, int64_t U, i
     cairo_show_text(cr, label.c_str());
   }
 
-  cairo_surface_flush(surface.get());
-  check_data(cairo_status(cr) == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: ",
-        cairo_status_to_string(cairo_status(cr)));
-  std::string png;
-  const cairo_status_t st = cairo_surface_write_to_png_stream(surface.get(), append_png, &png);
-  check_data(st == CAIRO_STATUS_SUCCESS, "plot ", name, ": cairo: cannot encode PNG: ",
-        cairo_status_to_string(st));
-  return png;
+  return encode_png(canvas, name);
 }
 
 void write_alignment_png(const std::string& path, const std::vector<float>& weights, int64_t U,

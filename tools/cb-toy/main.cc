@@ -18,7 +18,6 @@
 //                    [--updates 4000] [--seeds 3] [--lr 0.05] [--temperature 0.5]
 //                    [--estimators reinforce,cb,db,idb,idb-alt,bb,bb-alt,st-idb,st-bb,exact]
 #include <CLI/CLI.hpp>
-#include <cairo/cairo.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -36,6 +35,7 @@
 
 #include "mona/core/error.h"
 #include "mona/core/rng.h"
+#include "mona/io/plot.h"
 #include "mona/nn/cb_estimators.h"
 #include "mona/nn/conditional_bernoulli.h"
 #include "../cli_validators.h"
@@ -309,104 +309,54 @@ std::string pm(const std::vector<double>& v, int prec = 3) {
   return fmt(m, prec) + " ± " + fmt(s, 2);
 }
 
+// Two panels over the updates, one line per estimator (mean of the seeds): the MSE of the
+// Bernoulli probabilities (log scale) and the held-out log Q(c). Points that are not finite
+// are left out (a diverged run shows as a shorter line).
 void plot(const std::string& path, const std::vector<std::string>& names,
           const std::vector<Curve>& curves, const Config& cfg) {
-  const int W = 1200, H = 520;
-  cairo_surface_t* surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
-  cairo_t* cr = cairo_create(surf);
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
-  const double colors[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.5, 0.05}, {0.17, 0.63, 0.17},
-                              {0.84, 0.15, 0.16}, {0.58, 0.4, 0.74}, {0.55, 0.34, 0.29},
-                              {0.89, 0.47, 0.76}, {0.5, 0.5, 0.5},  {0.74, 0.74, 0.13},
-                              {0.09, 0.75, 0.81}, {0, 0, 0}};
-  auto text = [&](double x, double y, const std::string& s, double size, double ax = 0) {
-    cairo_set_font_size(cr, size);
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s.c_str(), &e);
-    cairo_move_to(cr, x - ax * e.width, y);
-    cairo_show_text(cr, s.c_str());
-  };
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-  // Two panels: log10 MSE of the Bernoulli probabilities, held-out log Q(c).
-  for (int panel = 0; panel < 2; ++panel) {
-    const double x0 = 70 + panel * 560, y0 = 40, w = 420, h = 400;
-    double ymin = INFINITY, ymax = -INFINITY, xmax = 0;
-    auto val = [&](const Curve& c, size_t i) {
-      return panel == 0 ? std::log10(std::max(c.mse_bern[i], 1e-12)) : c.heldout[i];
-    };
-    for (const auto& c : curves)
-      for (size_t i = 0; i < c.step.size(); ++i) {
-        ymin = std::min(ymin, val(c, i));
-        ymax = std::max(ymax, val(c, i));
-        xmax = std::max(xmax, c.step[i]);
+  namespace io = mona::io;
+  io::LineChart mse, heldout;
+  mse.title = "MSE(sigmoid(theta), population)";
+  mse.x.label = heldout.x.label = "update";
+  mse.y = {"mean squared error (log scale)", io::Scale::kLog};
+  heldout.title = "held-out log Q(c) per sequence (eq. 34)";
+  heldout.y.label = "log Q(c), nats";
+  mse.markers = heldout.markers = false;
+  double best = -INFINITY, worst = INFINITY;
+  for (size_t s = 0; s < curves.size(); ++s) {
+    const Curve& c = curves[s];
+    // Colours by estimator, the same in both panels (and one legend for the figure).
+    io::Series m{names[s], {}, {}, false, static_cast<int>(s)}, h = m;
+    for (size_t i = 0; i < c.step.size(); ++i) {
+      if (std::isfinite(c.mse_bern[i])) {
+        m.x.push_back(c.step[i]);
+        m.y.push_back(std::max(c.mse_bern[i], 1e-12));
       }
-    if (panel == 0) {
-      ymin = std::floor(ymin);
-      ymax = std::ceil(ymax);
-    } else {
-      // A window of 1.5 nats below the best curve; curves leaving it are clipped (eq. 1
-      // with forcing diverges by tens of nats, which would flatten the others).
-      ymin = std::max(ymin, ymax - 1.5);
-    }
-    if (ymax <= ymin) ymax = ymin + 1;
-    if (xmax <= 0) xmax = 1;
-    auto px = [&](double v) { return x0 + v / xmax * w; };
-    auto py = [&](double v) { return y0 + h - (v - ymin) / (ymax - ymin) * h; };
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_set_line_width(cr, 1);
-    cairo_rectangle(cr, x0, y0, w, h);
-    cairo_stroke(cr);
-    text(x0 + w / 2, y0 - 12,
-         panel == 0 ? "MSE(sigmoid(theta), population), log10" : "held-out log Q(c) per sequence (eq. 34)",
-         15, 0.5);
-    text(x0 + w / 2, y0 + h + 36, "update", 13, 0.5);
-    for (int k = 0; k <= 4; ++k) {
-      const double yv = ymin + (ymax - ymin) * k / 4.0, xv = xmax * k / 4.0;
-      text(x0 - 6, py(yv) + 4, fmt(yv, 3), 11, 1);
-      text(px(xv), y0 + h + 16, fmt(xv, 4), 11, 0.5);
-      cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-      cairo_move_to(cr, x0, py(yv));
-      cairo_line_to(cr, x0 + w, py(yv));
-      cairo_stroke(cr);
-      cairo_set_source_rgb(cr, 0, 0, 0);
-    }
-    cairo_save(cr);
-    cairo_rectangle(cr, x0, y0, w, h);
-    cairo_clip(cr);
-    for (size_t s = 0; s < curves.size(); ++s) {
-      const auto& c = curves[s];
-      const auto* col = colors[s % 11];
-      cairo_set_source_rgb(cr, col[0], col[1], col[2]);
-      cairo_set_line_width(cr, 1.8);
-      for (size_t i = 0; i < c.step.size(); ++i) {
-        if (i == 0) cairo_move_to(cr, px(c.step[i]), py(val(c, i)));
-        else cairo_line_to(cr, px(c.step[i]), py(val(c, i)));
+      if (std::isfinite(c.heldout[i])) {
+        h.x.push_back(c.step[i]);
+        h.y.push_back(c.heldout[i]);
+        best = std::max(best, c.heldout[i]);
+        worst = std::min(worst, c.heldout[i]);
       }
-      cairo_stroke(cr);
     }
-    cairo_restore(cr);
+    if (!m.x.empty()) mse.series.push_back(m);
+    if (!h.x.empty()) heldout.series.push_back(h);
   }
-  for (size_t s = 0; s < names.size(); ++s) {  // legend
-    const auto* col = colors[s % 11];
-    const double y = 60 + 20 * double(s);
-    cairo_set_source_rgb(cr, col[0], col[1], col[2]);
-    cairo_set_line_width(cr, 3);
-    cairo_move_to(cr, 1070, y - 4);
-    cairo_line_to(cr, 1095, y - 4);
-    cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    text(1100, y, names[s], 13);
+  // A window of 1.5 nats below the best curve; curves leaving it are clipped (eq. 1 with
+  // forcing diverges by tens of nats, which would flatten the others).
+  if (worst < best - 1.5) heldout.y.min = best - 1.5;
+  std::vector<io::LineChart> panels;
+  for (auto* chart : {&mse, &heldout})
+    if (!chart->series.empty()) panels.push_back(*chart);
+  if (panels.empty()) {
+    std::cerr << "mona-cb-toy: no finite curve to plot; " << path << " not written\n";
+    return;
   }
-  cairo_set_source_rgb(cr, 0, 0, 0);
-  text(W / 2.0, H - 12,
-       "004 sec. 3.1 toy: T=" + std::to_string(cfg.T) + " C=" + std::to_string(cfg.C) +
-           " N=" + std::to_string(cfg.N) + " M=" + std::to_string(cfg.M) + " sigma=" +
-           fmt(cfg.sigma) + ", mean of " + std::to_string(cfg.seeds) + " seeds",
-       13, 0.5);
-  cairo_surface_write_to_png(surf, path.c_str());
-  cairo_destroy(cr);
-  cairo_surface_destroy(surf);
+  const std::string caption = "004 sec. 3.1 toy: T=" + std::to_string(cfg.T) +
+                              " C=" + std::to_string(cfg.C) + " N=" + std::to_string(cfg.N) +
+                              " M=" + std::to_string(cfg.M) + " sigma=" + fmt(cfg.sigma) +
+                              ", mean of " + std::to_string(cfg.seeds) + " seeds";
+  io::write_line_chart_png(path, panels, {540, 480, io::Legend::kRight, caption});
 }
 
 }  // namespace
