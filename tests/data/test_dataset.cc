@@ -1,4 +1,3 @@
-// label: train
 #include "mona/data/dataset.h"
 
 #include <gtest/gtest.h>

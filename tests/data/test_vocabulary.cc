@@ -1,4 +1,3 @@
-// label: train
 #include "mona/data/vocabulary.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,3 @@
-// label: train
 #include "mona/io/files.h"
 
 #include <gtest/gtest.h>

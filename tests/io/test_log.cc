@@ -1,4 +1,3 @@
-// label: train
 #include "mona/io/log.h"
 
 #include <gtest/gtest.h>

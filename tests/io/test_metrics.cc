@@ -1,4 +1,3 @@
-// label: train
 #include "mona/io/metrics.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,3 @@
-// label: train
 #include "mona/io/plot.h"
 
 #include <cairo.h>

@@ -1,4 +1,3 @@
-// label: train
 #include "mona/io/yaml.h"
 
 #include <gtest/gtest.h>

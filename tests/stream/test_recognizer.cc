@@ -1,4 +1,3 @@
-// label: train
 // The streaming runtime (stream/stream.h) on models of the tiny task (util/tiny_task.h):
 // what trained models recognise, and that streaming equals offline decoding bit for bit
 // for every mechanism, input kind, split of the input and search.

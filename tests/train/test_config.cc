@@ -1,4 +1,3 @@
-// label: train
 // Run configurations (mona/train/config.h): every key is read into its field and written
 // back, ranges are checked naming the key, keys of earlier versions are refused naming the
 // new key in files and migrated in checkpoints.

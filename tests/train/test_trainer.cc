@@ -1,4 +1,3 @@
-// label: train
 // Training runs and checkpoints on the letter task (util/letter_task.h): checkpoint round
 // trip, exact resumption, refusal of corrupt checkpoints.
 #include "mona/train/trainer.h"
