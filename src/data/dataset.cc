@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "mona/core/error.h"
+#include "text.h"
 #include "mona/io/files.h"
 
 namespace mona::data {
@@ -16,9 +17,6 @@ using detail::check_data;
 using detail::fail;
 using detail::fail_data;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
 
 bool is_blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return is_space(c); });

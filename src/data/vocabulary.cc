@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "mona/core/error.h"
+#include "text.h"
 
 namespace mona::data {
 namespace {
@@ -14,9 +15,6 @@ using detail::check_data;
 using detail::fail;
 using detail::fail_data;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
 
 // Quoted for messages, with control characters escaped so they are visible.
 std::string quoted(const std::string& s) {

@@ -239,28 +239,28 @@ TEST(CbWrappers, MarginalLikelihoodMatchesEnumeration) {
 TEST(CbWrappers, ArgumentErrorsNameTheArgument) {
   const Tensor x = torch::zeros({2, 5}, kD);
   Rng rng(1);
-  mona::test::expect_throws_with([&] { poisson_binomial_log_prob(x, torch::tensor({1, -1}, kL)); },
+  mona::test::expect_error([&] { poisson_binomial_log_prob(x, torch::tensor({1, -1}, kL)); },
                                  "k[1] must be >= 0");
-  mona::test::expect_throws_with([&] { poisson_binomial_log_prob(x, torch::tensor({6, 1}, kL)); },
+  mona::test::expect_error([&] { poisson_binomial_log_prob(x, torch::tensor({6, 1}, kL)); },
                                  "k[0] must be <= T = 5");
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { cb_sample_idb(x, torch::tensor({4, 1}, kL), rng, torch::tensor({3, 5}, kL)); },
       "k[0] must be <= in_lens[0] = 3");
-  mona::test::expect_throws_with([&] { poisson_binomial_log_prob(x, torch::tensor({1}, kL)); },
+  mona::test::expect_error([&] { poisson_binomial_log_prob(x, torch::tensor({1}, kL)); },
                                  "k: expected shape [B] = [2]");
-  mona::test::expect_throws_with([&] { cb_log_prob(x, torch::zeros({2, 4}, kD)); },
+  mona::test::expect_error([&] { cb_log_prob(x, torch::zeros({2, 4}, kD)); },
                                  "b: expected sizes");
-  mona::test::expect_throws_with([&] { cb_log_prob(x, torch::full({2, 5}, 0.5, kD)); },
+  mona::test::expect_error([&] { cb_log_prob(x, torch::full({2, 5}, 0.5, kD)); },
                                  "b: expected values in {0, 1}");
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { cb_marginal_log_likelihood(x, torch::zeros({2, 3, 4}, kD)); },
       "log_emit: expected sizes [B, U, T]");
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] {
         cb_marginal_log_likelihood(x, torch::zeros({2, 3, 5}, kD), torch::tensor({2, 5}, kL));
       },
       "out_lens[0] = 3 (labels L) must be <=");
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { cb_log_table(torch::zeros({2, 5}, torch::kInt), torch::tensor({1, 1}, kL)); },
       "logits: expected dtype float32 or float64");
 }
@@ -384,33 +384,33 @@ TEST(CbEstimators, ArgumentErrors) {
   Rng rng(1);
   CbEstimatorOptions o;
   o.samples = 0;
-  mona::test::expect_throws_with([&] { cb_reinforce_loss(x, E, rng, o); },
+  mona::test::expect_error([&] { cb_reinforce_loss(x, E, rng, o); },
                                  "opts.samples (M) must be >= 1, got 0");
   o.samples = 1;
   o.baseline = CbBaseline::kLeaveOneOut;
-  mona::test::expect_throws_with([&] { idb_reinforce_loss(x, E, rng, o); },
+  mona::test::expect_error([&] { idb_reinforce_loss(x, E, rng, o); },
                                  "kLeaveOneOut needs opts.samples * opts.group >= 2");
   o.baseline = CbBaseline::kMovingAverage;
-  mona::test::expect_throws_with([&] { bb_reinforce_loss(x, E, rng, o); },
+  mona::test::expect_error([&] { bb_reinforce_loss(x, E, rng, o); },
                                  "needs opts.moving_average");
   o.baseline = CbBaseline::kNone;
   o.temperature = 0;
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { cb_straight_through_loss(x, E, rng, CbRelaxation::kIdb, o); },
       "opts.temperature must be finite and > 0");
   o.temperature = 1;
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { db_reinforce_loss(x, torch::zeros({2, 3, 4}, kD), rng, o); },
       "log_emit: expected sizes [B, U, T]");
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { reinforce_bernoulli_loss(x, E, rng, o, torch::tensor({2, 5}, kL)); },
       "out_lens[0] = 3 (labels L) must be <= the number of frames 2");
-  mona::test::expect_throws_with(
+  mona::test::expect_error(
       [&] { cb_reinforce_loss(x, E.to(torch::kFloat), rng, o); }, "log_emit: expected dtype");
-  mona::test::expect_throws_with([&] { parse_cb_estimator("rebar"); },
+  mona::test::expect_error([&] { parse_cb_estimator("rebar"); },
                                  "unknown estimator 'rebar'");
   EXPECT_EQ(parse_cb_estimator("st-bb"), CbEstimator::kStraightThroughBb);
-  mona::test::expect_throws_with([&] { MovingAverageBaseline bad(1.0); }, "decay must lie in");
+  mona::test::expect_error([&] { MovingAverageBaseline bad(1.0); }, "decay must lie in");
 }
 
 TEST(CbEstimators, FloatAndEmptyLabelRowsWork) {

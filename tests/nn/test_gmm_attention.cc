@@ -235,40 +235,40 @@ TEST(GmmAttentionModule, EosFrame) {
   auto some = nn::append_eos_frame(torch::zeros({400, 1, 1}), {}, 0.25, gen);
   const double frac = some.appended.to(torch::kDouble).mean().item<double>();
   EXPECT_NEAR(frac, 0.25, 0.07);
-  expect_throws_with([&] { nn::append_eos_frame(h, lens, 1.5); }, "p_eos must lie in [0, 1], got 1.5");
+  expect_error([&] { nn::append_eos_frame(h, lens, 1.5); }, "p_eos must lie in [0, 1], got 1.5");
 }
 
 TEST(GmmAttentionModule, Errors) {
   auto att = make(true, GmmWindow::kAdaptive, 2);
   auto mem = att->prepare(torch::randn({2, 5, 4}, torch::kDouble));
-  expect_throws_with([&] { att->step(torch::randn({2, 3}, torch::kDouble), mem, torch::zeros({2, 5}, torch::kDouble)); },
+  expect_error([&] { att->step(torch::randn({2, 3}, torch::kDouble), mem, torch::zeros({2, 5}, torch::kDouble)); },
                      "state: expected mu of the previous step [B, H] = [2, 2], got [2, 5]");
-  expect_throws_with([&] { att->forward(torch::randn({2, 3, 7}, torch::kDouble), mem); },
+  expect_error([&] { att->forward(torch::randn({2, 3, 7}, torch::kDouble), mem); },
                      "queries: expected [B, U, Dq] = [2, U, 3], got [2, 3, 7]");
   nn::OnlineMemory om;
   nn::HardState hs;
   struct OtherExtension : nn::HardStateExtension {};
   hs.extension = std::make_shared<OtherExtension>();
-  expect_throws_with([&] { att->hard_step(torch::randn({3}, torch::kDouble), om, hs); },
+  expect_error([&] { att->hard_step(torch::randn({3}, torch::kDouble), om, hs); },
                      "HardState::extension holds another mechanism's state");
   // A state that has seen more frames than the memory holds (memory reset, other stream).
   nn::GmmHardState gs;
   att->extend(om, torch::randn({3, 4}, torch::kDouble));
   att->hard_step(torch::randn({3}, torch::kDouble), om, gs);
   om.reset();
-  expect_throws_with([&] { att->hard_step(torch::randn({3}, torch::kDouble), om, gs); },
+  expect_error([&] { att->hard_step(torch::randn({3}, torch::kDouble), om, gs); },
                      "start from a fresh state");
   auto mu = torch::zeros({1, 2, 1}, torch::kDouble);
   auto bad_var = torch::tensor({1.0, -1.0}, torch::kDouble).view({1, 2, 1});
-  expect_throws_with(
+  expect_error(
       [&] { nn::gmm_attention_weights(mu, bad_var, {}, torch::ones({1, 3}, torch::kDouble), {}); },
       "variance: expected finite values > 0, got -1 at [0, 1, 0]");
-  expect_throws_with(
+  expect_error(
       [&] { nn::gmm_attention_weights(mu, torch::ones({1, 3, 1}, torch::kDouble), {}, {}, {}, {}, torch::tensor({3})); },
       "variance: expected sizes [1, 2, 1]");
   nn::AttentionOptions bad = small_options();
   bad.gmm.num_heads = 0;
-  expect_throws_with([&] { nn::GmmAttention(bad, true, GmmWindow::kAdaptive); },
+  expect_error([&] { nn::GmmAttention(bad, true, GmmWindow::kAdaptive); },
                      "gmm.num_heads must be >= 1, got 0");
 }
 

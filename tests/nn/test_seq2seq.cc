@@ -17,24 +17,12 @@ namespace {
 
 using nn::ModelOptions;
 
-// The tiny task's model (util/tiny_task.h) with MoChA chunks of 2 and r = -1.
-ModelOptions tiny_options(const std::string& mechanism) {
-  ModelOptions o = tiny_model_options(mechanism);
-  o.attention_options.chunk_size = 2;
-  o.attention_options.init_r = -1.0;
-  // The scaled dot-product monotonic energy (002 eq. 17) is unbounded, so the pre-sigmoid
-  // noise drives p to 0/1 within a few hundred steps; the weight-normalised additive one
-  // (eq. 16) is bounded by g * sqrt(d) and needs far longer runs to become discrete.
-  o.attention_options.monotonic_energy = "dot";
-  return o;
-}
-
 TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
   for (const std::string kind : {"symbols", "features"}) {
     for (int64_t variant : {0, 1, 2}) {  // unidirectional, bidirectional, lookahead 2
       const bool bidi = variant == 1;
       torch::manual_seed(3);
-      ModelOptions o = tiny_options("mocha");
+      ModelOptions o = tiny_monotonic_options("mocha");
       o.input_kind = kind;
       o.feature_dim = 7;
       o.conv_channels = 4;
@@ -82,7 +70,7 @@ TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
 // the last one possibly fewer, as the convolutions' real output lengths show.
 TEST(Seq2Seq, SubsamplingIsTheFrontEndsRatioOfInputsToMemoryEntries) {
   for (const std::string kind : {"symbols", "features"}) {
-    ModelOptions o = tiny_options("mocha");
+    ModelOptions o = tiny_monotonic_options("mocha");
     o.input_kind = kind;
     o.append_eos = false;
     o.feature_dim = 5;
@@ -107,7 +95,7 @@ TEST(Seq2Seq, SubsamplingIsTheFrontEndsRatioOfInputsToMemoryEntries) {
 TEST(Seq2Seq, LookaheadEntrySeesExactlyKMoreInputs) {
   for (int64_t k : {1, 3}) {
     torch::manual_seed(7);
-    ModelOptions o = tiny_options("monotonic");
+    ModelOptions o = tiny_monotonic_options("monotonic");
     o.append_eos = false;
     o.lookahead = k;
     nn::Encoder enc(o);
@@ -140,12 +128,12 @@ TEST(Seq2Seq, LookaheadEntrySeesExactlyKMoreInputs) {
 }
 
 TEST(Seq2Seq, LookaheadOptionErrorsNameTheValue) {
-  ModelOptions o = tiny_options("mocha");
+  ModelOptions o = tiny_monotonic_options("mocha");
   o.lookahead = -1;
-  mona::test::expect_throws_with([&] { o.validate(); }, "lookahead must be >= 0, got -1");
+  mona::test::expect_error([&] { o.validate(); }, "lookahead must be >= 0, got -1");
   o.lookahead = 2;
   o.bidirectional = true;
-  mona::test::expect_throws_with([&] { o.validate(); }, "lookahead must be 0 with a bidirectional encoder");
+  mona::test::expect_error([&] { o.validate(); }, "lookahead must be 0 with a bidirectional encoder");
 }
 
 
@@ -153,7 +141,7 @@ TEST(Seq2Seq, LookaheadOptionErrorsNameTheValue) {
 // and the localised + uniform label-smoothed targets of 002 D.1.2 / 000 A.1.
 TEST(Seq2Seq, LossMatchesHandBuiltSmoothedTargets) {
   torch::manual_seed(5);
-  auto model = std::make_shared<nn::Seq2Seq>(tiny_options("mocha"));
+  auto model = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options("mocha"));
   model->to(torch::kDouble);
   model->eval();
   const std::vector<std::vector<int64_t>> ys = {{4, 5, 6, 7}, {8, 9}};
@@ -206,24 +194,24 @@ TEST(Seq2Seq, LossMatchesHandBuiltSmoothedTargets) {
 }
 
 TEST(Seq2Seq, LossErrors) {
-  auto model = std::make_shared<nn::Seq2Seq>(tiny_options("soft"));
+  auto model = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options("soft"));
   auto x = torch::randint(4, 10, {2, 5}, torch::kLong);
   auto xl = torch::tensor({5, 4}, torch::kLong);
   auto y = torch::randint(4, 10, {2, 3}, torch::kLong);
-  expect_throws_with([&] { model->loss(x, xl, y, torch::tensor({3, 4}, torch::kLong), {}); },
+  expect_error([&] { model->loss(x, xl, y, torch::tensor({3, 4}, torch::kLong), {}); },
                      "target_lengths[1] must lie in [0, 3], got 4");
-  expect_throws_with([&] { model->loss(x, torch::tensor({5, 6}, torch::kLong), y, torch::tensor({3, 2}, torch::kLong), {}); },
+  expect_error([&] { model->loss(x, torch::tensor({5, 6}, torch::kLong), y, torch::tensor({3, 2}, torch::kLong), {}); },
                      "lengths[1] must lie in [0, 5], got 6");
   nn::SmoothingOptions bad;
   bad.localized = {0.1};
-  expect_throws_with([&] { model->loss(x, xl, y, torch::tensor({3, 2}, torch::kLong), bad); },
+  expect_error([&] { model->loss(x, xl, y, torch::tensor({3, 2}, torch::kLong), bad); },
                      "needs 4 weights");
-  ModelOptions o = tiny_options("soft");
+  ModelOptions o = tiny_monotonic_options("soft");
   o.attention = "luong";
-  expect_throws_with([&] { nn::Seq2Seq m(o); }, "attention must be one of soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr, sagmm-fixed; got \"luong\"");
+  expect_error([&] { nn::Seq2Seq m(o); }, "attention must be one of soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr, sagmm-fixed; got \"luong\"");
   auto x_bad = x.clone();
   x_bad[0][0] = 12;
-  expect_throws_with([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
+  expect_error([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
                      "symbol ids must lie in [0, 10)");
 }
 

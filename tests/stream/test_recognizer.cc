@@ -21,16 +21,6 @@ namespace {
 
 using nn::ModelOptions;
 
-// The model of tests/nn/test_seq2seq.cc: MoChA chunks of 2, r = -1 and the dot-product
-// monotonic energy (002 eq. 17), which becomes discrete within a few hundred steps.
-ModelOptions tiny_options(const std::string& mechanism) {
-  ModelOptions o = tiny_model_options(mechanism);
-  o.attention_options.chunk_size = 2;
-  o.attention_options.init_r = -1.0;
-  o.attention_options.monotonic_energy = "dot";
-  return o;
-}
-
 // 500 Adam steps from two initialisations per mechanism. Where a run lands after so few steps
 // depends on the initialisation and on the last bits of the kernels' rounding (MoChA from
 // seed 1 ended at 13/100 with the vectorised kernel, 0/100 from seed 2), so the test asks
@@ -45,7 +35,7 @@ TEST(Recognizer, EveryMechanismLearnsATinyMonotonicTask) {
     int best = 1 << 30;
     for (uint64_t seed : {1, 2}) {
       const auto t0 = std::chrono::steady_clock::now();
-      auto model = train_tiny(tiny_options(mech), {500, seed});
+      auto model = train_tiny(tiny_monotonic_options(mech), {500, seed});
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       stream::Recognizer rec(model, nn::SearchOptions{});
@@ -67,7 +57,7 @@ TEST(Recognizer, EveryMechanismLearnsATinyMonotonicTask) {
 }
 
 TEST(Recognizer, StreamingEqualsOfflineAndBeamOneEqualsGreedy) {
-  auto model = train_tiny(tiny_options("mocha"), {400, 1});
+  auto model = train_tiny(tiny_monotonic_options("mocha"), {400, 1});
   std::mt19937_64 gen(7);
   for (int64_t beam : {0, 1, 3}) {
     nn::SearchOptions so;
@@ -119,7 +109,7 @@ TEST(Recognizer, StreamingEqualsOfflineBitForBitForAnySplitWithOddSizes) {
     for (const std::string kind : {"symbols", "features"}) {
       for (int64_t lookahead : {0, 1}) {
         torch::manual_seed(11);
-        ModelOptions o = tiny_options(mech);
+        ModelOptions o = tiny_monotonic_options(mech);
         o.embedding_dim = 7;
         o.encoder_layers = 2;
         o.encoder_hidden = 37;
@@ -171,7 +161,7 @@ TEST(Recognizer, StreamingEqualsOfflineBitForBitForAnySplitWithOddSizes) {
 TEST(Recognizer, FeatureInputStreamsExactlyAsOffline) {
   for (int64_t lookahead : {0, 2}) {
     torch::manual_seed(4);
-    ModelOptions o = tiny_options("monotonic");
+    ModelOptions o = tiny_monotonic_options("monotonic");
     o.input_kind = "features";
     o.feature_dim = 6;
     o.conv_channels = 4;

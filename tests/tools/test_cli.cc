@@ -65,15 +65,7 @@ TEST(Cli, ErrorsAreOneLineAndNonZero) {
 
 TEST(Cli, TrainDecodeStreamEvalPlot) {
   TempDir d;
-  write_letter_task(d / "train.tsv", 100, 9);
-  write_letter_task(d / "dev.tsv", 8, 10);
-  {
-    std::ofstream cfg(d / "cfg.yaml");
-    cfg << "data: {train: " << (d / "train.tsv") << ", dev: " << (d / "dev.tsv") << "}\n"
-        << "model: {embedding_dim: 8, encoder_layers: 1, encoder_hidden: 16, decoder_embedding_dim: 8,\n"
-        << "        decoder_hidden: 16, attention: {type: monotonic, monotonic_energy: dot, init_r: -1}}\n"
-        << "train: {output_dir: " << (d / "run") << ", max_steps: 10, eval_every: 10, batch_size: 8, threads: 1}\n";
-  }
+  write_letter_run(d.path(), "max_steps: 10, eval_every: 10, batch_size: 8, threads: 1");
   auto r = run_cli("train " + (d / "cfg.yaml") + " --set train.optimizer.learning_rate=0.01");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string ckpt = d / "run/best.ckpt";

@@ -40,15 +40,8 @@ std::string read_text(const std::string& path) {
 
 // A task and a configuration in `d`: cfg.yaml trains into d/run (`train` adds keys).
 std::string write_setup(const TempDir& d, const std::string& train = "max_steps: 10, eval_every: 10") {
-  write_letter_task(d / "train.tsv", 100, 9);
-  write_letter_task(d / "dev.tsv", 8, 10);
-  std::ofstream cfg(d / "cfg.yaml");
-  cfg << "data: {train: " << (d / "train.tsv") << ", dev: " << (d / "dev.tsv") << "}\n"
-      << "model: {embedding_dim: 8, encoder_layers: 1, encoder_hidden: 16, decoder_embedding_dim: 8,\n"
-      << "        decoder_hidden: 16, attention: {type: monotonic, monotonic_energy: dot, init_r: -1}}\n"
-      << "train: {output_dir: " << (d / "run") << ", batch_size: 8, plot_examples: 1, "
-      << (train.find("threads:") == std::string::npos ? "threads: 1, " : "") << train << "}\n";
-  return d / "cfg.yaml";
+  return write_letter_run(d.path(), std::string("batch_size: 8, plot_examples: 1, ") +
+                                        (train.find("threads:") == std::string::npos ? "threads: 1, " : "") + train);
 }
 
 using CliResult = mona::test::ProgramRun;

@@ -28,4 +28,18 @@ inline void write_letter_task(const std::string& path, int n, uint64_t seed) {
   }
 }
 
+/// Writes a run of the letter task into `dir`: train.tsv (100 examples), dev.tsv (8) and
+/// cfg.yaml, a small monotonic-attention model training into dir/run with the given `train`
+/// keys (YAML flow mapping entries, e.g. "max_steps: 10, threads: 1"). Returns cfg.yaml's path.
+inline std::string write_letter_run(const std::string& dir, const std::string& train) {
+  write_letter_task(dir + "/train.tsv", 100, 9);
+  write_letter_task(dir + "/dev.tsv", 8, 10);
+  std::ofstream cfg(dir + "/cfg.yaml");
+  cfg << "data: {train: " << dir << "/train.tsv, dev: " << dir << "/dev.tsv}\n"
+      << "model: {embedding_dim: 8, encoder_layers: 1, encoder_hidden: 16, decoder_embedding_dim: 8,\n"
+      << "        decoder_hidden: 16, attention: {type: monotonic, monotonic_energy: dot, init_r: -1}}\n"
+      << "train: {output_dir: " << dir << "/run, " << train << "}\n";
+  return dir + "/cfg.yaml";
+}
+
 }  // namespace mona::test

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "util/test_util.h"
+
 namespace mona::test {
 
 /// Central finite-difference gradient of the scalar f() with respect to the entries of
@@ -43,17 +45,5 @@ inline void expect_grad_close(const torch::Tensor& analytic, const torch::Tensor
   EXPECT_LE(err, rtol * scale) << what << ": max error " << err << " (scale " << scale << ")";
 }
 
-/// Runs f, expects an exception (c10::Error or mona::Error) whose message contains
-/// `fragment`.
-template <class F>
-void expect_throws_with(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing \"" << fragment << "\"";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-        << "message \"" << e.what() << "\" lacks \"" << fragment << "\"";
-  }
-}
 
 }  // namespace mona::test

@@ -67,6 +67,18 @@ inline nn::ModelOptions tiny_model_options(const std::string& mechanism) {
   return o;
 }
 
+/// tiny_model_options with MoChA chunks of 2, r = -1 and the scaled dot-product monotonic
+/// energy (002 eq. 17): unbounded, so the pre-sigmoid noise drives p to 0/1 within a few
+/// hundred steps (the weight-normalised additive one, eq. 16, is bounded by g sqrt(d) and
+/// needs far longer runs to become discrete).
+inline nn::ModelOptions tiny_monotonic_options(const std::string& mechanism) {
+  nn::ModelOptions o = tiny_model_options(mechanism);
+  o.attention_options.chunk_size = 2;
+  o.attention_options.init_r = -1.0;
+  o.attention_options.monotonic_energy = "dot";
+  return o;
+}
+
 /// How train_tiny trains: `steps` Adam steps at `learning_rate` on batches of 32 drawn
 /// with tiny_task_input(gen, distinct_neighbours), gradient norm clipped at 5, the
 /// length penalty of 003 (nn::LengthPenaltyOptions defaults) when `length_penalty`.
