@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "mona/core/error.h"
+#include "mona/stream/incremental.h"
 #include "mona/stream/stream.h"
 #include "mona/io/yaml.h"
 #include "mona/io/files.h"
@@ -223,30 +224,20 @@ RunState CheckpointIO::load_into(const std::string& path, TrainedModel& t,
 // ---------------------------------------------------------------------------------------
 // Evaluation
 
-namespace {
-
-// Greedy online decoding of one input fed one element at a time, as a live stream gets
-// it: returns the tokens and adds their latency (g(i) = elements received when token i
-// appeared; the whole input for tokens that came after its end) to `latency`.
-std::vector<int64_t> stream_greedy(const stream::Recognizer& recognizer, const at::Tensor& x,
-                                   io::LatencyCounts& latency) {
-  const int64_t n = x.size(0);
-  auto s = recognizer.create_stream();
-  std::vector<int64_t> read;
-  for (int64_t k = 0; k < n; ++k) {
-    recognizer.accept(*s, x.narrow(0, k, 1));
-    while (recognizer.is_ready(*s)) recognizer.decode(*s);
-    read.resize(recognizer.result(*s).tokens.size(), k + 1);
+nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const std::vector<int64_t>& input_ids,
+                                              const nn::SearchOptions& search) {
+  const int64_t vocab = t.input_vocab.size();
+  for (size_t k = 0; k < input_ids.size(); ++k) {
+    detail::check(input_ids[k] >= 0 && input_ids[k] < vocab, "decode_with_expected_alignment: input_ids[", k,
+                  "]: expected an id in [0, ", vocab, "), got ", input_ids[k]);
   }
-  recognizer.input_finished(*s);
-  while (recognizer.is_ready(*s)) recognizer.decode(*s);
-  std::vector<int64_t> tokens = recognizer.result(*s).tokens;
-  read.resize(tokens.size(), n);
-  if (n > 0) latency.add(io::latency(read, n));
-  return tokens;
+  torch::NoGradGuard no_grad;
+  t.model->eval();
+  const at::Tensor x = torch::tensor(input_ids, torch::kLong);
+  auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
+  const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
+  return nn::decode_expected(*t.model->decoder, m, search);
 }
-
-}  // namespace
 
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention, int64_t limit,
@@ -271,14 +262,16 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   for (size_t q = 0; q < n; ++q) {
     const size_t k = n == sets.size() ? q : q * sets.size() / n;
     const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
-    const at::Tensor x = torch::tensor(ids, torch::kLong);
     std::vector<int64_t> out;
     if (expected_attention) {
-      auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
-      const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
-      out = nn::decode_expected(*t.model->decoder, m, search).tokens;
+      out = decode_with_expected_alignment(t, ids, search).tokens;
+    } else if (search.beam == 0) {  // fed one element at a time, for the latency
+      const auto length = static_cast<int64_t>(ids.size());
+      const auto streamed = stream::recognize_incrementally(recognizer, torch::tensor(ids, torch::kLong));
+      out = streamed.result.tokens;
+      if (length > 0) r.latency.add(io::latency(streamed.inputs_read, length));
     } else {
-      out = search.beam == 0 ? stream_greedy(recognizer, x, r.latency) : recognizer.recognize(x).tokens;
+      out = recognizer.recognize(torch::tensor(ids, torch::kLong)).tokens;
     }
     r.counts.add(io::score(t.output_vocab.decode(out), sets[k].references));
     ++r.inputs;
