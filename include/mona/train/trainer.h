@@ -159,8 +159,6 @@ class Trainer {
   /// the output directory holds a run and neither resume nor overwrite is set, or when the
   /// checkpoint to resume does not match the configuration.
   TrainResult run(const RunOptions& options, std::ostream& progress_out);
-  /// run({resume}, progress_out) with a bar when standard output is a terminal.
-  TrainResult run(bool resume, std::ostream& progress_out);
 
  private:
   Config config_;
