@@ -9,10 +9,12 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "mona/core/error.h"
+#include "mona/stream/incremental.h"
 #include "mona/stream/stream.h"
 #include "mona/io/yaml.h"
 #include "mona/io/files.h"
@@ -223,30 +225,20 @@ RunState CheckpointIO::load_into(const std::string& path, TrainedModel& t,
 // ---------------------------------------------------------------------------------------
 // Evaluation
 
-namespace {
-
-// Greedy online decoding of one input fed one element at a time, as a live stream gets
-// it: returns the tokens and adds their latency (g(i) = elements received when token i
-// appeared; the whole input for tokens that came after its end) to `latency`.
-std::vector<int64_t> stream_greedy(const stream::Recognizer& recognizer, const at::Tensor& x,
-                                   io::LatencyCounts& latency) {
-  const int64_t n = x.size(0);
-  auto s = recognizer.create_stream();
-  std::vector<int64_t> read;
-  for (int64_t k = 0; k < n; ++k) {
-    recognizer.accept(*s, x.narrow(0, k, 1));
-    while (recognizer.is_ready(*s)) recognizer.decode(*s);
-    read.resize(recognizer.result(*s).tokens.size(), k + 1);
+nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const std::vector<int64_t>& input_ids,
+                                              const nn::SearchOptions& search) {
+  const int64_t vocab = t.input_vocab.size();
+  for (size_t k = 0; k < input_ids.size(); ++k) {
+    detail::check(input_ids[k] >= 0 && input_ids[k] < vocab, "decode_with_expected_alignment: input_ids[", k,
+                  "]: expected an id in [0, ", vocab, "), got ", input_ids[k]);
   }
-  recognizer.input_finished(*s);
-  while (recognizer.is_ready(*s)) recognizer.decode(*s);
-  std::vector<int64_t> tokens = recognizer.result(*s).tokens;
-  read.resize(tokens.size(), n);
-  if (n > 0) latency.add(io::latency(read, n));
-  return tokens;
+  torch::NoGradGuard no_grad;
+  t.model->eval();
+  const at::Tensor x = torch::tensor(input_ids, torch::kLong);
+  auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
+  const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
+  return nn::decode_expected(*t.model->decoder, m, search);
 }
-
-}  // namespace
 
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention, int64_t limit,
@@ -271,14 +263,16 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   for (size_t q = 0; q < n; ++q) {
     const size_t k = n == sets.size() ? q : q * sets.size() / n;
     const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
-    const at::Tensor x = torch::tensor(ids, torch::kLong);
     std::vector<int64_t> out;
     if (expected_attention) {
-      auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
-      const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
-      out = nn::decode_expected(*t.model->decoder, m, search).tokens;
+      out = decode_with_expected_alignment(t, ids, search).tokens;
+    } else if (search.beam == 0) {  // fed one element at a time, for the latency
+      const auto length = static_cast<int64_t>(ids.size());
+      const auto streamed = stream::recognize_incrementally(recognizer, torch::tensor(ids, torch::kLong));
+      out = streamed.result.tokens;
+      if (length > 0) r.latency.add(io::latency(streamed.inputs_read, length));
     } else {
-      out = search.beam == 0 ? stream_greedy(recognizer, x, r.latency) : recognizer.recognize(x).tokens;
+      out = recognizer.recognize(torch::tensor(ids, torch::kLong)).tokens;
     }
     r.counts.add(io::score(t.output_vocab.decode(out), sets[k].references));
     ++r.inputs;
@@ -374,15 +368,6 @@ void write_plots(const TrainedModel& t, const std::vector<data::Example>& exampl
 
 }  // namespace
 
-Trainer::Trainer(Config config) : config_(std::move(config)) { config_.validate(); }
-
-TrainResult Trainer::run(bool resume, std::ostream& progress_out) {
-  RunOptions options;
-  options.resume = resume;
-  options.progress_is_tty = io::Progress::stdout_is_tty();
-  return run(options, progress_out);
-}
-
 namespace {
 
 // The files of a run in `dir` that a fresh run would replace.
@@ -440,198 +425,308 @@ std::string join_names(const std::vector<std::string>& names) {
   return s;
 }
 
-}  // namespace
-
-TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) {
-  Config& c = config_;
-  const bool resume = options.resume;
+// Refuses what Trainer::run cannot do before anything is read or written: resume together
+// with overwrite, no training data, nothing to resume, or (for a fresh run) an output
+// directory that holds a run.
+void check_run_request(const Config& c, const RunOptions& options) {
   detail::check(!(options.resume && options.overwrite),
                 "resume and overwrite exclude each other (--resume continues the run in ",
                 c.train.output_dir, ", --overwrite replaces it)");
   detail::check(!c.data.train.empty(), "data.train: a training TSV file is required");
-  const std::string last_path = c.train.output_dir + "/last.ckpt";
-  const std::string best_path = c.train.output_dir + "/best.ckpt";
-  if (resume) {
-    detail::check_data(fs::exists(last_path), "--resume: no checkpoint to resume from at ", last_path);
+  if (options.resume) {
+    detail::check_data(fs::exists(c.train.output_dir + "/last.ckpt"), "--resume: no checkpoint to resume from at ",
+                       c.train.output_dir + "/last.ckpt");
   } else if (!options.overwrite) {
     const auto found = run_files(c.train.output_dir);
     detail::check(found.empty(), "train.output_dir ", c.train.output_dir, " holds a run (",
                   join_names(found), "); continue it with --resume, choose another train.output_dir, or "
                   "replace it with --overwrite");
   }
-  const auto t_start = std::chrono::steady_clock::now();
-  auto minutes = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() / 60.0;
-  };
-  c.train.threads = usable_threads(c.train.threads, "train.threads", &progress_out);
-  torch::set_num_threads(static_cast<int>(c.train.threads));
-  torch::manual_seed(c.train.seed);
+}
 
-  const auto train_examples = data::read_tsv(c.data.train);
-  detail::check_data(!train_examples.empty(), "data.train: ", c.data.train, " holds no examples");
-  const auto dev_examples = c.data.dev.empty() ? std::vector<data::Example>{} : data::read_tsv(c.data.dev);
-  const auto dev_sets = data::group_references(dev_examples);
+// The learning rate at `step`: train.optimizer.learning_rate, multiplied by decay_factor
+// every decay_every steps (0: constant).
+double learning_rate(const OptimizerConfig& o, int64_t step) {
+  double lr = o.learning_rate;
+  if (o.decay_every > 0) lr *= std::pow(o.decay_factor, static_cast<double>(step / o.decay_every));
+  return lr;
+}
 
-  TrainedModel t;
-  t.config = c;
+// One call of Trainer::run: what it carries from step to step. Trainer::run calls, in
+// order, the constructor (data, vocabularies, model, optimizer), resume_if_asked(),
+// prepare_output_dir(), then train() (the step loop and finish()).
+class TrainingRun {
+ public:
+  // Sets the thread count and the seed, reads the data, builds the vocabularies, the model
+  // and the optimizer. Writes nothing. The run's clock (train.max_minutes) starts here.
+  TrainingRun(Config& c, const RunOptions& options, std::ostream& progress_out);
+
+  // With options.resume, loads last.ckpt into the model and the optimizer (its model
+  // options must equal the configuration's): before anything is written, so a checkpoint
+  // that does not fit changes nothing on disk.
+  void resume_if_asked();
+
+  // Everything is checked: from here on the output directory changes. Creates it, removes
+  // the old run with options.overwrite, drops the log records past the resumed step, writes
+  // config.yaml and opens the log and the progress display.
+  void prepare_output_dir();
+
+  // The step loop, until train.max_steps, train.max_minutes, early stopping or a stop
+  // request; then finish() or finish_stopped().
+  TrainResult train();
+
+ private:
+  double minutes() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() / 60.0;
+  }
+  // The batch to train on next (a new epoch's batches when the current epoch is done).
+  const std::vector<size_t>& next_batch();
+  // One optimizer step on the next batch: loss, backward, clipping, Adam. Throws
+  // mona::ArgumentError when the loss is not finite (training diverged).
+  void train_step();
+  // Shows the step's loss and throughput, and every train.log_every steps writes a "train"
+  // record with the mean loss since the last one.
+  void record_step(double loss, int64_t tokens);
+  // Every train.plot_every steps, alignment plots of the first dev examples.
+  void maybe_write_plots();
+  // Decodes the dev set greedily online (train::evaluate), logs an "eval" record (error
+  // rates, latency), writes best.ckpt when the token error rate improved (always when there
+  // is no dev set) and last.ckpt; counts evaluations without improvement for early stopping.
+  void evaluate_and_checkpoint();
+  // End of a run that reached its end: a last evaluation unless the last step had one, the
+  // final plots, the result.
+  TrainResult finish();
+  // End of a run asked to stop (options.stop held `stop_value`): last.ckpt at the step reached
+  // and a "stopped" record, nothing else.
+  TrainResult finish_stopped(int stop_value);
+  TrainResult result() const;
+
+  Config& c_;
+  const RunOptions& options_;
+  std::ostream& progress_out_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const std::string last_path_, best_path_;
+  std::vector<data::Example> dev_examples_;
+  std::vector<data::ReferenceSet> dev_sets_;
+  std::vector<data::Example> plot_examples_;
+  TrainedModel t_;
+  std::vector<Encoded> data_;
+  std::unique_ptr<torch::optim::Adam> adam_;
+  RunState run_;
+  std::optional<io::JsonlLog> log_;
+  std::optional<io::Progress> progress_;
+  std::vector<std::vector<size_t>> batches_;
+  bool early_stopped_ = false;
+  // Since the last "train" record: summed loss, steps, target tokens, and when it was.
+  double loss_sum_ = 0;
+  int64_t loss_n_ = 0, tokens_since_ = 0;
+  std::chrono::steady_clock::time_point last_record_ = start_;
+};
+
+TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& progress_out)
+    : c_(c),
+      options_(options),
+      progress_out_(progress_out),
+      last_path_(c.train.output_dir + "/last.ckpt"),
+      best_path_(c.train.output_dir + "/best.ckpt") {
+  c_.train.threads = usable_threads(c_.train.threads, "train.threads", &progress_out_);
+  torch::set_num_threads(static_cast<int>(c_.train.threads));
+  torch::manual_seed(c_.train.seed);
+
+  const auto train_examples = data::read_tsv(c_.data.train);
+  detail::check_data(!train_examples.empty(), "data.train: ", c_.data.train, " holds no examples");
+  if (!c_.data.dev.empty()) dev_examples_ = data::read_tsv(c_.data.dev);
+  dev_sets_ = data::group_references(dev_examples_);
+
+  t_.config = c_;
   for (const auto& ex : train_examples) {
-    t.input_vocab.add_all(ex.input);
-    t.output_vocab.add_all(ex.output);
+    t_.input_vocab.add_all(ex.input);
+    t_.output_vocab.add_all(ex.output);
   }
-  t.model = build_model(t.config, t.input_vocab, t.output_vocab);
-  t.model->decoder->attention->reseed_noise(c.train.seed);
-  std::vector<Encoded> data;
+  t_.model = build_model(t_.config, t_.input_vocab, t_.output_vocab);
+  t_.model->decoder->attention->reseed_noise(c_.train.seed);
   for (const auto& ex : train_examples) {
-    data.push_back({t.input_vocab.encode(ex.input), t.output_vocab.encode(ex.output)});
+    data_.push_back({t_.input_vocab.encode(ex.input), t_.output_vocab.encode(ex.output)});
   }
-  const auto& o = c.train.optimizer;
-  torch::optim::Adam adam(t.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
-                                                    .betas({o.beta1, o.beta2})
-                                                    .eps(o.eps)
-                                                    .weight_decay(o.weight_decay));
-  RunState run;
-  if (resume) {  // before anything is written: a bad checkpoint changes nothing on disk
-    run = CheckpointIO::load_into(last_path, t, &adam);
-  }
-  // Everything is checked: from here on the output directory changes.
-  fs::create_directories(c.train.output_dir);
-  if (options.overwrite) remove_run(c.train.output_dir);
-  const std::string log_path = c.train.output_dir + "/train.jsonl";
-  if (resume) truncate_log(log_path, t.step);
-  io::save_yaml_atomic(c.train.output_dir + "/config.yaml", config_to_yaml(t.config));
-  io::JsonlLog log(log_path, /*append=*/resume);
-  io::Progress progress(c.train.max_steps, progress_out, options.progress_is_tty);
-  if (c.train.max_minutes > 0) {  // counted from the start of run(), as the loop counts it
-    progress.set_time_budget(std::max(1e-3, 60 * (c.train.max_minutes - minutes())));
-  }
-  std::vector<data::Example> plot_examples(dev_examples.begin(),
-                                           dev_examples.begin() + std::min<std::ptrdiff_t>(
-                                               static_cast<std::ptrdiff_t>(dev_examples.size()),
-                                               c.train.plot_examples));
-  TrainResult result;
-  result.last_checkpoint = last_path;
-  result.best_checkpoint = best_path;
+  const auto& o = c_.train.optimizer;
+  adam_ = std::make_unique<torch::optim::Adam>(t_.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
+                                                                           .betas({o.beta1, o.beta2})
+                                                                           .eps(o.eps)
+                                                                           .weight_decay(o.weight_decay));
+}
 
-  auto learning_rate = [&](int64_t step) {
-    double lr = o.learning_rate;
-    if (o.decay_every > 0) lr *= std::pow(o.decay_factor, static_cast<double>(step / o.decay_every));
-    return lr;
-  };
-  auto evaluate_and_save = [&] {
-    nlohmann::json rec{{"event", "eval"}, {"step", t.step}, {"minutes", minutes()}};
-    if (!dev_sets.empty()) {
-      nn::SearchOptions greedy = c.decode;
-      greedy.beam = 0;
-      EvalProgress shown;
-      shown.out = &progress_out;
-      shown.is_tty = options.progress_is_tty;
-      shown.label = "dev eval (step " + std::to_string(t.step) + ")";
-      const EvalResult ev = evaluate(t, dev_sets, greedy, false, c.train.eval_limit, shown);
-      const double ter = ev.counts.token_error_rate();
-      rec["dev_token_error_rate"] = ter;
-      rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
-      rec["dev_inputs_per_second"] = ev.inputs_per_second();
-      const bool emitted = ev.latency.sequences > 0;
-      rec["dev_average_proportion"] = emitted ? nlohmann::json(ev.latency.average_proportion()) : nullptr;
-      rec["dev_average_lagging"] = emitted ? nlohmann::json(ev.latency.average_lagging()) : nullptr;
-      rec["dev_early_token_share"] = emitted ? nlohmann::json(ev.latency.early_token_share()) : nullptr;
-      if (ter < run.best_ter) {
-        run.best_ter = ter;
-        run.bad_evals = 0;
-        CheckpointIO::save(best_path, t, nullptr, run);
-        rec["best"] = true;
-      } else {
-        ++run.bad_evals;
-      }
-    } else {
-      CheckpointIO::save(best_path, t, nullptr, run);
-    }
-    CheckpointIO::save(last_path, t, &adam, run);
-    log.write(rec);
-    t.model->train();
-  };
+void TrainingRun::resume_if_asked() {
+  if (options_.resume) run_ = CheckpointIO::load_into(last_path_, t_, adam_.get());
+}
 
-  t.model->train();
-  int64_t tokens_since = 0;
-  auto t_log = std::chrono::steady_clock::now();
-  double loss_sum = 0;
-  int64_t loss_n = 0;
-  std::vector<std::vector<size_t>> batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
+void TrainingRun::prepare_output_dir() {
+  fs::create_directories(c_.train.output_dir);
+  if (options_.overwrite) remove_run(c_.train.output_dir);
+  const std::string log_path = c_.train.output_dir + "/train.jsonl";
+  if (options_.resume) truncate_log(log_path, t_.step);
+  io::save_yaml_atomic(c_.train.output_dir + "/config.yaml", config_to_yaml(t_.config));
+  log_.emplace(log_path, /*append=*/options_.resume);
+  progress_.emplace(c_.train.max_steps, progress_out_, options_.progress_is_tty);
+  if (c_.train.max_minutes > 0) {  // counted from the start of run(), as the loop counts it
+    progress_->set_time_budget(std::max(1e-3, 60 * (c_.train.max_minutes - minutes())));
+  }
+  const auto n_plots = std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(dev_examples_.size()),
+                                                c_.train.plot_examples);
+  plot_examples_.assign(dev_examples_.begin(), dev_examples_.begin() + n_plots);
+}
+
+TrainResult TrainingRun::train() {
+  t_.model->train();
+  last_record_ = std::chrono::steady_clock::now();
+  batches_ = epoch_batches(data_, c_.train.batch_size, c_.train.seed, run_.epoch);
   int stopped = 0;
-  while (t.step < c.train.max_steps) {
-    if (options.stop && *options.stop != 0) {
-      stopped = static_cast<int>(*options.stop);
+  while (t_.step < c_.train.max_steps) {
+    if (options_.stop && *options_.stop != 0) {
+      stopped = static_cast<int>(*options_.stop);
       break;
     }
-    if (c.train.max_minutes > 0 && minutes() >= c.train.max_minutes) break;
-    if (run.position >= static_cast<int64_t>(batches.size())) {
-      ++run.epoch;
-      run.position = 0;
-      batches = epoch_batches(data, c.train.batch_size, c.train.seed, run.epoch);
-    }
-    const auto& idx = batches[static_cast<size_t>(run.position++)];
-    auto [x, xl] = pad(data, idx, false);
-    auto [y, yl] = pad(data, idx, true);
-    for (auto& group : adam.param_groups()) {
-      static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(t.step));
-    }
-    adam.zero_grad();
-    int64_t tokens = 0;
-    nn::LengthPenaltyOptions penalty;
-    penalty.lambda = c.train.length_penalty;
-    penalty.until_step = c.train.length_penalty_until;
-    penalty.step = t.step;
-    at::Tensor loss = t.model->loss(x, xl, y, yl, c.train.smoothing, nullptr, &tokens,
-                                    c.train.length_penalty > 0 ? &penalty : nullptr);
-    loss.backward();
-    if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t.model->parameters(), o.clip_norm);
-    adam.step();
-    ++t.step;
-    const double lv = loss.item<double>();
-    detail::check(std::isfinite(lv), "training diverged: loss is ", lv, " at step ", t.step,
-                  " (lower train.optimizer.learning_rate?)");
-    loss_sum += lv;
-    ++loss_n;
-    tokens_since += tokens;
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_log).count();
-    progress.update(t.step, lv, dt > 0 ? tokens_since / dt : 0);
-    if (t.step % c.train.log_every == 0) {
-      log.write({{"event", "train"}, {"step", t.step}, {"loss", loss_sum / loss_n},
-                 {"learning_rate", learning_rate(t.step)}, {"tokens_per_second", dt > 0 ? tokens_since / dt : 0},
-                 {"minutes", minutes()}});
-      loss_sum = 0;
-      loss_n = 0;
-      tokens_since = 0;
-      t_log = std::chrono::steady_clock::now();
-    }
-    if (c.train.plot_every > 0 && t.step % c.train.plot_every == 0 && !plot_examples.empty()) {
-      write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
-      t.model->train();
-    }
-    if (t.step % c.train.eval_every == 0) {
-      evaluate_and_save();
-      if (c.train.patience > 0 && run.bad_evals >= c.train.patience) {
-        result.early_stopped = true;
+    if (c_.train.max_minutes > 0 && minutes() >= c_.train.max_minutes) break;
+    train_step();
+    maybe_write_plots();
+    if (t_.step % c_.train.eval_every == 0) {
+      evaluate_and_checkpoint();
+      if (c_.train.patience > 0 && run_.bad_evals >= c_.train.patience) {
+        early_stopped_ = true;
         break;
       }
     }
   }
-  progress.finish();
-  if (stopped != 0) {  // asked to stop: keep the state reached, nothing else
-    CheckpointIO::save(last_path, t, &adam, run);
-    log.write({{"event", "stopped"}, {"step", t.step}, {"minutes", minutes()}});
-    result.stopped = stopped;
-    result.steps = t.step;
-    result.minutes = minutes();
-    result.best_token_error_rate = run.best_ter;
-    return result;
+  progress_->finish();
+  return stopped != 0 ? finish_stopped(stopped) : finish();
+}
+
+const std::vector<size_t>& TrainingRun::next_batch() {
+  if (run_.position >= static_cast<int64_t>(batches_.size())) {
+    ++run_.epoch;
+    run_.position = 0;
+    batches_ = epoch_batches(data_, c_.train.batch_size, c_.train.seed, run_.epoch);
   }
-  if (t.step % c.train.eval_every != 0 || t.step == 0) evaluate_and_save();
-  if (!plot_examples.empty()) write_plots(t, plot_examples, c.train.output_dir + "/plots", t.step);
-  result.steps = t.step;
-  result.minutes = minutes();
-  result.best_token_error_rate = run.best_ter;
-  return result;
+  return batches_[static_cast<size_t>(run_.position++)];
+}
+
+void TrainingRun::train_step() {
+  const auto& idx = next_batch();
+  auto [x, xl] = pad(data_, idx, false);
+  auto [y, yl] = pad(data_, idx, true);
+  const auto& o = c_.train.optimizer;
+  for (auto& group : adam_->param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(o, t_.step));
+  }
+  adam_->zero_grad();
+  int64_t tokens = 0;
+  nn::LengthPenaltyOptions penalty;
+  penalty.lambda = c_.train.length_penalty;
+  penalty.until_step = c_.train.length_penalty_until;
+  penalty.step = t_.step;
+  at::Tensor loss = t_.model->loss(x, xl, y, yl, c_.train.smoothing, nullptr, &tokens,
+                                   c_.train.length_penalty > 0 ? &penalty : nullptr);
+  loss.backward();
+  if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t_.model->parameters(), o.clip_norm);
+  adam_->step();
+  ++t_.step;
+  const double lv = loss.item<double>();
+  detail::check(std::isfinite(lv), "training diverged: loss is ", lv, " at step ", t_.step,
+                " (lower train.optimizer.learning_rate?)");
+  record_step(lv, tokens);
+}
+
+void TrainingRun::record_step(double loss, int64_t tokens) {
+  loss_sum_ += loss;
+  ++loss_n_;
+  tokens_since_ += tokens;
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_record_).count();
+  const double tokens_per_second = dt > 0 ? tokens_since_ / dt : 0;
+  progress_->update(t_.step, loss, tokens_per_second);
+  if (t_.step % c_.train.log_every != 0) return;
+  log_->write({{"event", "train"}, {"step", t_.step}, {"loss", loss_sum_ / loss_n_},
+               {"learning_rate", learning_rate(c_.train.optimizer, t_.step)},
+               {"tokens_per_second", tokens_per_second}, {"minutes", minutes()}});
+  loss_sum_ = 0;
+  loss_n_ = 0;
+  tokens_since_ = 0;
+  last_record_ = std::chrono::steady_clock::now();
+}
+
+void TrainingRun::maybe_write_plots() {
+  if (c_.train.plot_every <= 0 || t_.step % c_.train.plot_every != 0 || plot_examples_.empty()) return;
+  write_plots(t_, plot_examples_, c_.train.output_dir + "/plots", t_.step);
+  t_.model->train();
+}
+
+void TrainingRun::evaluate_and_checkpoint() {
+  nlohmann::json rec{{"event", "eval"}, {"step", t_.step}, {"minutes", minutes()}};
+  if (!dev_sets_.empty()) {
+    nn::SearchOptions greedy = c_.decode;
+    greedy.beam = 0;
+    EvalProgress shown;
+    shown.out = &progress_out_;
+    shown.is_tty = options_.progress_is_tty;
+    shown.label = "dev eval (step " + std::to_string(t_.step) + ")";
+    const EvalResult ev = evaluate(t_, dev_sets_, greedy, false, c_.train.eval_limit, shown);
+    const double ter = ev.counts.token_error_rate();
+    rec["dev_token_error_rate"] = ter;
+    rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
+    rec["dev_inputs_per_second"] = ev.inputs_per_second();
+    const bool emitted = ev.latency.sequences > 0;  // latency is null when nothing was emitted
+    rec["dev_average_proportion"] = emitted ? nlohmann::json(ev.latency.average_proportion()) : nullptr;
+    rec["dev_average_lagging"] = emitted ? nlohmann::json(ev.latency.average_lagging()) : nullptr;
+    rec["dev_early_token_share"] = emitted ? nlohmann::json(ev.latency.early_token_share()) : nullptr;
+    if (ter < run_.best_ter) {
+      run_.best_ter = ter;
+      run_.bad_evals = 0;
+      CheckpointIO::save(best_path_, t_, nullptr, run_);
+      rec["best"] = true;
+    } else {
+      ++run_.bad_evals;
+    }
+  } else {
+    CheckpointIO::save(best_path_, t_, nullptr, run_);
+  }
+  CheckpointIO::save(last_path_, t_, adam_.get(), run_);
+  log_->write(rec);
+  t_.model->train();
+}
+
+TrainResult TrainingRun::finish() {
+  if (t_.step % c_.train.eval_every != 0 || t_.step == 0) evaluate_and_checkpoint();
+  if (!plot_examples_.empty()) write_plots(t_, plot_examples_, c_.train.output_dir + "/plots", t_.step);
+  return result();
+}
+
+TrainResult TrainingRun::finish_stopped(int stop_value) {
+  CheckpointIO::save(last_path_, t_, adam_.get(), run_);
+  log_->write({{"event", "stopped"}, {"step", t_.step}, {"minutes", minutes()}});
+  TrainResult r = result();
+  r.stopped = stop_value;
+  return r;
+}
+
+TrainResult TrainingRun::result() const {
+  TrainResult r;
+  r.steps = t_.step;
+  r.minutes = minutes();
+  r.best_token_error_rate = run_.best_ter;
+  r.best_checkpoint = best_path_;
+  r.last_checkpoint = last_path_;
+  r.early_stopped = early_stopped_;
+  return r;
+}
+
+}  // namespace
+
+Trainer::Trainer(Config config) : config_(std::move(config)) { config_.validate(); }
+
+TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) {
+  check_run_request(config_, options);
+  TrainingRun session(config_, options, progress_out);
+  session.resume_if_asked();
+  session.prepare_output_dir();
+  return session.train();
 }
 
 }  // namespace mona::train

@@ -84,7 +84,7 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   c.train.max_steps = 120;
   c.train.eval_every = 120;
   std::ostringstream sink;
-  const auto r = train::Trainer(c).run(false, sink);
+  const auto r = train::Trainer(c).run({}, sink);
   EXPECT_EQ(r.steps, 120);
   std::vector<double> losses;
   std::ifstream log(dir / "run/train.jsonl");
@@ -127,7 +127,7 @@ TEST(G2pSmoke, SagmmTrLatency) {
   c.train.max_steps = 60;
   c.train.eval_every = 60;
   std::ostringstream sink;
-  const auto r = train::Trainer(c).run(false, sink);
+  const auto r = train::Trainer(c).run({}, sink);
   const auto t = train::TrainedModel::load(r.best_checkpoint);
   const auto sets = data::group_references(data::read_tsv(sample));
   const auto ev = train::evaluate(t, sets, {}, false, 100);

@@ -47,6 +47,13 @@ train::Config tiny_config(const TempDir& dir, int64_t steps) {
   return c;
 }
 
+// Trainer::run's options that continue the run in train.output_dir (mona train --resume).
+train::RunOptions resume_run() {
+  train::RunOptions o;
+  o.resume = true;
+  return o;
+}
+
 std::vector<at::Tensor> parameters_of(const train::TrainedModel& t) {
   std::vector<at::Tensor> out;
   for (const auto& p : t.model->parameters()) out.push_back(p.detach().clone());
@@ -61,9 +68,9 @@ TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
     write_letter_task(*d / "dev.tsv", 20, 2);
   }
   std::ostringstream sink;
-  train::Trainer(tiny_config(a, 30)).run(false, sink);
-  train::Trainer(tiny_config(b, 20)).run(false, sink);  // interrupted at step 20 ...
-  train::Trainer(tiny_config(b, 30)).run(true, sink);   // ... and resumed to 30
+  train::Trainer(tiny_config(a, 30)).run({}, sink);
+  train::Trainer(tiny_config(b, 20)).run({}, sink);  // interrupted at step 20 ...
+  train::Trainer(tiny_config(b, 30)).run(resume_run(), sink);   // ... and resumed to 30
   const auto ta = train::TrainedModel::load(a / "run/last.ckpt");
   const auto tb = train::TrainedModel::load(b / "run/last.ckpt");
   EXPECT_EQ(ta.step, 30);
@@ -89,7 +96,7 @@ TEST(Trainer, CheckpointRoundTripDecodesIdentically) {
   std::ostringstream sink;
   train::Config c = tiny_config(d, 10);
   c.model.lookahead = 2;  // a non-default shape option must survive the round trip
-  train::Trainer(c).run(false, sink);
+  train::Trainer(c).run({}, sink);
   const auto t = train::TrainedModel::load(d / "run/last.ckpt");
   train::CheckpointIO::save(d / "copy.ckpt", t, nullptr, train::RunState{});
   const auto u = train::TrainedModel::load(d / "copy.ckpt");
@@ -110,7 +117,7 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedAndNothingIsOverwritten) {
   write_letter_task(d / "train.tsv", 50, 5);
   write_letter_task(d / "dev.tsv", 5, 6);
   std::ostringstream sink;
-  train::Trainer(tiny_config(d, 10)).run(false, sink);
+  train::Trainer(tiny_config(d, 10)).run({}, sink);
   const std::string last = d / "run/last.ckpt";
   const std::string good = io::read_file(last);
   auto expect_refused = [&](const std::string& bytes, const std::string& fragment) {
@@ -123,7 +130,7 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedAndNothingIsOverwritten) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
     // Resuming from it fails too, and leaves every file as it was.
-    EXPECT_THROW(train::Trainer(tiny_config(d, 20)).run(true, sink), mona::Error);
+    EXPECT_THROW(train::Trainer(tiny_config(d, 20)).run(resume_run(), sink), mona::Error);
     EXPECT_EQ(io::read_file(last), bytes);
   };
   std::string flipped = good;

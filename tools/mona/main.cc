@@ -1,5 +1,13 @@
 // mona: the command-line program. Subcommands: train, eval, decode, stream, plot.
 // Every error is one line on stderr ("mona: error: ...") and a non-zero exit code.
+//
+// Layout: helpers; the stop signals of `mona train`; the options before the subcommand
+// (--threads); then one section per subcommand: its arguments (XArgs), add_x() registering
+// them with CLI11, and run_x() doing the work and returning the exit code; main() parses
+// and dispatches. Exit codes: 0 done; 1 an error (mona::ArgumentError, mona::DataError or
+// any other exception, printed as one line "mona: error: ..."); CLI11's code (2 when it
+// has none) for a command line it cannot parse; 128 + the signal number for a training run
+// stopped by SIGINT / SIGTERM.
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
@@ -12,9 +20,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "mona/core/error.h"
+#include "mona/stream/incremental.h"
 #include "mona/stream/stream.h"
 #include "mona/io/log.h"
 #include "mona/io/plot.h"
@@ -24,6 +34,9 @@
 namespace {
 
 using mona::train::TrainedModel;
+
+// ---------------------------------------------------------------------------------------
+// Helpers: reading inputs (decode, stream, plot), search options, messages
 
 std::string join(const std::vector<std::string>& v, const char* sep = " ") {
   std::string s;
@@ -113,6 +126,12 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 // Options that count something (--beam, --limit): integers >= 0.
 const CLI::Validator kNonNegative = mona::tools::integer_in(0);
 
+const char* const kSplitHelp = "input tokens: auto | chars | spaces";
+const auto kSplitModes = CLI::IsMember({"auto", "chars", "spaces"});
+
+// ---------------------------------------------------------------------------------------
+// Stop signals of mona train
+//
 // SIGINT / SIGTERM during training: the first asks the trainer to save last.ckpt and stop
 // (it polls the flag between steps); the handler then restores the default action, so a
 // second signal ends the process at once. Two signals may reach two threads' handlers at
@@ -160,69 +179,278 @@ const char* signal_name(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------------------
+// mona [--threads N] SUBCOMMAND: the options before the subcommand
 
-int main(int argc, char** argv) {
-  CLI::App app{"mona: monotonic attention sequence-to-sequence models: train, evaluate, decode, stream"};
-  app.require_subcommand(1);
+struct GlobalArgs {
   int64_t threads = 0;
-  auto* threads_opt = app.add_option(
-      "--threads", threads,
+  CLI::Option* threads_opt = nullptr;
+};
+
+void add_global(CLI::App& app, GlobalArgs& a) {
+  a.threads_opt = app.add_option(
+      "--threads", a.threads,
       "intra-op threads, >= 1; more than the machine's hardware threads are clamped to them "
       "(default: the config's, or 2)");
+}
 
-  // train
-  auto* train = app.add_subcommand("train", "train a model from a YAML configuration");
+// Applies --threads when given (clamped to the machine's, with a notice on stderr); returns
+// the thread count, 0 when not given.
+int64_t apply_threads(const GlobalArgs& a) {
+  int64_t threads = a.threads;
+  if (a.threads_opt->count() > 0) threads = mona::train::usable_threads(threads, "--threads", &std::cerr);
+  if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
+  return threads;
+}
+
+// ---------------------------------------------------------------------------------------
+// mona train CONFIG [--set key=value]... [--resume | --overwrite]
+
+struct TrainArgs {
   std::string config_path;
   std::vector<std::string> overrides;
   bool resume = false, overwrite = false;
-  train->add_option("CONFIG", config_path, "YAML configuration file")->required()->check(CLI::ExistingFile);
-  train->add_option("--set", overrides, "override a setting: key.path=value (repeatable)");
-  auto* resume_opt = train->add_flag(
-      "--resume", resume, "continue from OUTPUT_DIR/last.ckpt (the model options must be the checkpoint's)");
-  train->add_flag("--overwrite", overwrite,
-                  "start afresh in an OUTPUT_DIR that holds a run, replacing its checkpoints, log and plots "
-                  "(without it, or --resume, such a directory is refused)")
-      ->excludes(resume_opt);
+};
 
-  // eval
-  auto* eval = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
-  std::string ckpt, data_path;
+CLI::App* add_train(CLI::App& app, TrainArgs& a) {
+  auto* cmd = app.add_subcommand("train", "train a model from a YAML configuration");
+  cmd->add_option("CONFIG", a.config_path, "YAML configuration file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--set", a.overrides, "override a setting: key.path=value (repeatable)");
+  auto* resume_opt = cmd->add_flag(
+      "--resume", a.resume, "continue from OUTPUT_DIR/last.ckpt (the model options must be the checkpoint's)");
+  cmd->add_flag("--overwrite", a.overwrite,
+                "start afresh in an OUTPUT_DIR that holds a run, replacing its checkpoints, log and plots "
+                "(without it, or --resume, such a directory is refused)")
+      ->excludes(resume_opt);
+  return cmd;
+}
+
+// `threads`: --threads (0: the configuration's train.threads).
+int run_train(const TrainArgs& a, int64_t threads) {
+  mona::train::Config c = mona::train::load_config(a.config_path, a.overrides);
+  if (threads > 0) c.train.threads = threads;
+  mona::train::Trainer trainer(c);
+  mona::train::RunOptions options;
+  options.resume = a.resume;
+  options.overwrite = a.overwrite;
+  options.progress_is_tty = mona::io::Progress::stderr_is_tty();
+  options.stop = &g_stop_signal;
+  install_stop_handlers();
+  const auto r = trainer.run(options, std::cerr);
+  if (r.stopped != 0) {
+    std::cerr << "mona: interrupted by " << signal_name(r.stopped) << " at step " << r.steps
+              << ": the run is saved in " << r.last_checkpoint
+              << "; continue it with the same command and --resume\n";
+    return 128 + r.stopped;
+  }
+  std::cout << "trained " << r.steps << " steps in " << r.minutes << " min"
+            << (r.early_stopped ? " (early stop)" : "") << "; best dev token error rate "
+            << r.best_token_error_rate << "\nbest checkpoint: " << r.best_checkpoint
+            << "\nlast checkpoint: " << r.last_checkpoint << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// mona eval CHECKPOINT DATA [--beam N] [--limit N] [--expected] [--json]
+
+struct EvalArgs {
+  std::string checkpoint, data_path;
   int64_t beam = -1, limit = 0;
   bool expected = false, as_json = false;
-  eval->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
-  eval->add_option("DATA", data_path, "TSV file: input tokens <TAB> output tokens")->required()->check(CLI::ExistingFile);
-  eval->add_option("--beam", beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
-  eval->add_option("--limit", limit, "decode at most N inputs (0: all)")->check(kNonNegative);
-  eval->add_flag("--expected", expected, "decode with the soft expected alignment instead of hard online attention");
-  eval->add_flag("--json", as_json, "print one JSON object");
+};
 
-  // decode
-  auto* decode = app.add_subcommand("decode", "decode inputs given as arguments or lines on stdin");
+CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
+  auto* cmd = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
+  cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("DATA", a.data_path, "TSV file: input tokens <TAB> output tokens")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
+  cmd->add_option("--limit", a.limit, "decode at most N inputs (0: all)")->check(kNonNegative);
+  cmd->add_flag("--expected", a.expected, "decode with the soft expected alignment instead of hard online attention");
+  cmd->add_flag("--json", a.as_json, "print one JSON object");
+  return cmd;
+}
+
+int run_eval(const EvalArgs& a) {
+  const TrainedModel t = TrainedModel::load(a.checkpoint);
+  const auto sets = mona::data::group_references(mona::data::read_tsv(a.data_path));
+  mona::detail::check(!sets.empty(), "DATA: ", a.data_path,
+                      " holds no examples (expected lines \"input tokens<TAB>output tokens\")");
+  const auto search = search_options(t, a.beam);
+  mona::train::EvalProgress shown;  // on stderr: stdout holds the result
+  shown.out = &std::cerr;
+  shown.is_tty = mona::io::Progress::stderr_is_tty();
+  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown);
+  // latency is measured for greedy online decoding only (see EvalResult::latency)
+  const bool greedy_online = !a.expected && search.beam == 0;
+  if (a.as_json) {
+    std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
+              << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
+              << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds;
+    if (greedy_online) {  // null when no output token was emitted at all
+      auto value = [&](double v) { return r.latency.sequences > 0 ? std::to_string(v) : std::string("null"); };
+      std::cout << ", \"average_proportion\": " << value(r.latency.average_proportion())
+                << ", \"average_lagging\": " << value(r.latency.average_lagging())
+                << ", \"early_token_share\": " << value(r.latency.early_token_share());
+    }
+    std::cout << "}\n";
+  } else {
+    std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
+                static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
+                100 * r.counts.sequence_error_rate(), r.inputs_per_second());
+    if (greedy_online && r.latency.sequences > 0) {
+      std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
+                  "emitted before the end of input\n",
+                  r.latency.average_proportion(), r.latency.average_lagging(),
+                  100 * r.latency.early_token_share());
+    }
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// mona decode CHECKPOINT [INPUT...] [--beam N] [--expected] [--split MODE]
+
+struct DecodeArgs {
+  std::string checkpoint;
+  std::vector<std::string> inputs;
+  int64_t beam = -1;
+  bool expected = false;
+  std::string split = "auto";
+};
+
+CLI::App* add_decode(CLI::App& app, DecodeArgs& a) {
+  auto* cmd = app.add_subcommand("decode", "decode inputs given as arguments or lines on stdin");
+  cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("INPUT", a.inputs, "inputs (none or '-': read lines from stdin)");
+  cmd->add_option("--beam", a.beam, "beam width (0: greedy)")->check(kNonNegative);
+  cmd->add_flag("--expected", a.expected, "decode with the soft expected alignment");
+  cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
+  return cmd;
+}
+
+// Prints "INPUT<TAB>OUTPUT TOKENS" per input.
+int run_decode(const DecodeArgs& a) {
+  const TrainedModel t = TrainedModel::load(a.checkpoint);
+  const auto search = search_options(t, a.beam);
+  mona::stream::Recognizer rec(t.model, search);
+  for_each_input(a.inputs, [&](const std::string& line) {
+    std::vector<std::string> tokens;
+    std::vector<int64_t> ids;
+    if (!encode_line(t, line, a.split, tokens, ids)) return;
+    const std::vector<int64_t> out = a.expected
+                                         ? mona::train::decode_with_expected_alignment(t, ids, search).tokens
+                                         : rec.recognize(torch::tensor(ids, torch::kLong)).tokens;
+    std::cout << line << "\t" << join(t.decode_output(out)) << std::endl;
+  });
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// mona stream CHECKPOINT [INPUT...] [--split MODE]
+
+struct StreamArgs {
+  std::string checkpoint;
   std::vector<std::string> inputs;
   std::string split = "auto";
-  decode->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
-  decode->add_option("INPUT", inputs, "inputs (none or '-': read lines from stdin)");
-  decode->add_option("--beam", beam, "beam width (0: greedy)")->check(kNonNegative);
-  decode->add_flag("--expected", expected, "decode with the soft expected alignment");
-  decode->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
+};
 
-  // stream
-  auto* streamc = app.add_subcommand("stream", "read inputs from stdin and print tokens as they are emitted");
-  streamc->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
-  streamc->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
-  streamc->add_option("INPUT", inputs, "inputs (none or '-': read lines from stdin)");
+CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
+  auto* cmd = app.add_subcommand("stream", "read inputs from stdin and print tokens as they are emitted");
+  cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
+  cmd->add_option("INPUT", a.inputs, "inputs (none or '-': read lines from stdin)");
+  return cmd;
+}
 
-  // plot
-  auto* plot = app.add_subcommand("plot", "write the attention of a checkpoint on one input as a PNG heatmap");
-  std::string plot_input, reference, output = "alignment.png";
-  plot->add_option("CHECKPOINT", ckpt, "checkpoint file")->required()->check(CLI::ExistingFile);
-  plot->add_option("INPUT", plot_input, "input")->required();
-  plot->add_option("--reference", reference,
-                   "output tokens to force, all in the model's output vocabulary (default: the model's own decoding)");
-  plot->add_option("--output,-o", output, "PNG file to write");
-  plot->add_option("--split", split, "input tokens: auto | chars | spaces")->check(CLI::IsMember({"auto", "chars", "spaces"}));
+// Greedy online decoding, one input element at a time (stream::recognize_incrementally):
+// per input its line, "read K 'token'" after each element, "emit TOKEN at ..." for each
+// token as it appears ("(end) emit" after the end of the input), and "= OUTPUT TOKENS".
+int run_stream(const StreamArgs& a) {
+  const TrainedModel t = TrainedModel::load(a.checkpoint);
+  mona::stream::Recognizer rec(t.model, search_options(t, 0));
+  for_each_input(a.inputs, [&](const std::string& line) {
+    std::vector<std::string> tokens;
+    std::vector<int64_t> ids;
+    if (!encode_line(t, line, a.split, tokens, ids)) return;
+    std::cout << line << "\n";
+    size_t shown = 0;
+    auto show = [&](int64_t read, bool finished, const mona::stream::StreamResult& so_far) {
+      if (!finished) std::cout << "  read " << read << " '" << tokens[static_cast<size_t>(read - 1)] << "'" << std::endl;
+      for (; shown < so_far.tokens.size(); ++shown) {
+        const int64_t pos = so_far.input_positions[shown];
+        std::cout << "  " << (finished ? "(end) " : "") << "emit " << t.output_vocab.symbol(so_far.tokens[shown])
+                  << "  at "
+                  << (pos < 0 ? std::string("no input (the attention ran past the end)")
+                      : pos >= static_cast<int64_t>(tokens.size())
+                          ? std::string("the end of input")
+                          : "input " + std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'")
+                  << std::endl;
+      }
+    };
+    const auto r = mona::stream::recognize_incrementally(rec, torch::tensor(ids, torch::kLong), show);
+    std::cout << "  = " << join(t.decode_output(r.result.tokens)) << std::endl;
+  });
+  return 0;
+}
 
+// ---------------------------------------------------------------------------------------
+// mona plot CHECKPOINT INPUT [--reference TOKENS] [--output FILE] [--split MODE]
+
+struct PlotArgs {
+  std::string checkpoint, input, reference, output = "alignment.png";
+  std::string split = "auto";
+};
+
+CLI::App* add_plot(CLI::App& app, PlotArgs& a) {
+  auto* cmd = app.add_subcommand("plot", "write the attention of a checkpoint on one input as a PNG heatmap");
+  cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("INPUT", a.input, "input")->required();
+  cmd->add_option("--reference", a.reference,
+                  "output tokens to force, all in the model's output vocabulary (default: the model's own decoding)");
+  cmd->add_option("--output,-o", a.output, "PNG file to write");
+  cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
+  return cmd;
+}
+
+// Writes the teacher-forced expected attention of the input against --reference (default:
+// the model's greedy online decoding) and prints the file's name.
+int run_plot(const PlotArgs& a) {
+  const TrainedModel t = TrainedModel::load(a.checkpoint);
+  std::vector<std::string> tokens;
+  std::vector<int64_t> ids;
+  const std::string line = trim(a.input);
+  mona::detail::check(!line.empty(), "plot: INPUT is empty");
+  if (!encode_line(t, line, a.split, tokens, ids)) return 1;
+  std::vector<std::string> ref = mona::data::tokenize(a.reference);
+  const auto unknown = t.output_vocab.unknown_symbols(ref);
+  if (!unknown.empty()) {
+    std::vector<std::string> quoted;
+    for (const auto& u : unknown) quoted.push_back("'" + u + "'");
+    mona::detail::fail("--reference \"", a.reference, "\": ", unknown.size() == 1 ? "a token" : "tokens",
+                       " outside the model's output vocabulary: ", join(quoted, ", "));
+  }
+  if (ref.empty()) {
+    mona::stream::Recognizer rec(t.model, search_options(t, 0));
+    ref = t.decode_output(rec.recognize(torch::tensor(ids, torch::kLong)).tokens);
+  }
+  const mona::data::Example ex{tokens, ref};
+  const auto w = mona::train::alignment_weights(t, ex);
+  auto out_labels = ref;
+  out_labels.push_back(mona::data::kReservedSymbols[mona::data::kEos]);
+  const auto in_labels = mona::train::memory_labels(t, tokens);
+  mona::io::write_alignment_png(a.output, w, static_cast<int64_t>(out_labels.size()),
+                                static_cast<int64_t>(in_labels.size()), in_labels, out_labels,
+                                t.config.model.attention + ": " + line);
+  std::cout << a.output << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing and dispatch
+
+// Parses the command line; returns the exit code when parsing ends the program (help, or
+// an error reported as one line on stderr), nothing when a subcommand is to run.
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -243,157 +471,40 @@ int main(int argc, char** argv) {
     std::cerr << "mona: error: " << what << " (see mona --help)\n";
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   }
+  return std::nullopt;
+}
 
-  try {
-    if (threads_opt->count() > 0) threads = mona::train::usable_threads(threads, "--threads", &std::cerr);
-    if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
-    if (*train) {
-      mona::train::Config c = mona::train::load_config(config_path, overrides);
-      if (threads > 0) c.train.threads = threads;
-      mona::train::Trainer trainer(c);
-      mona::train::RunOptions options;
-      options.resume = resume;
-      options.overwrite = overwrite;
-      options.progress_is_tty = mona::io::Progress::stderr_is_tty();
-      options.stop = &g_stop_signal;
-      install_stop_handlers();
-      const auto r = trainer.run(options, std::cerr);
-      if (r.stopped != 0) {
-        std::cerr << "mona: interrupted by " << signal_name(r.stopped) << " at step " << r.steps
-                  << ": the run is saved in " << r.last_checkpoint
-                  << "; continue it with the same command and --resume\n";
-        return 128 + r.stopped;
-      }
-      std::cout << "trained " << r.steps << " steps in " << r.minutes << " min"
-                << (r.early_stopped ? " (early stop)" : "") << "; best dev token error rate "
-                << r.best_token_error_rate << "\nbest checkpoint: " << r.best_checkpoint
-                << "\nlast checkpoint: " << r.last_checkpoint << "\n";
-      return 0;
-    }
-    if (threads <= 0) torch::set_num_threads(2);
-    const TrainedModel t = TrainedModel::load(ckpt);
-    if (*eval) {
-      const auto sets = mona::data::group_references(mona::data::read_tsv(data_path));
-      mona::detail::check(!sets.empty(), "DATA: ", data_path,
-                          " holds no examples (expected lines \"input tokens<TAB>output tokens\")");
-      const auto search = search_options(t, beam);
-      mona::train::EvalProgress shown;  // on stderr: stdout holds the result
-      shown.out = &std::cerr;
-      shown.is_tty = mona::io::Progress::stderr_is_tty();
-      const auto r = mona::train::evaluate(t, sets, search, expected, limit, shown);
-      // latency is measured for greedy online decoding only (see EvalResult::latency)
-      const bool greedy_online = !expected && search.beam == 0;
-      if (as_json) {
-        std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
-                  << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
-                  << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds;
-        if (greedy_online) {  // null when no output token was emitted at all
-          auto value = [&](double v) { return r.latency.sequences > 0 ? std::to_string(v) : std::string("null"); };
-          std::cout << ", \"average_proportion\": " << value(r.latency.average_proportion())
-                    << ", \"average_lagging\": " << value(r.latency.average_lagging())
-                    << ", \"early_token_share\": " << value(r.latency.early_token_share());
-        }
-        std::cout << "}\n";
-      } else {
-        std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
-                    static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
-                    100 * r.counts.sequence_error_rate(), r.inputs_per_second());
-        if (greedy_online && r.latency.sequences > 0) {
-          std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
-                      "emitted before the end of input\n",
-                      r.latency.average_proportion(), r.latency.average_lagging(),
-                      100 * r.latency.early_token_share());
-        }
-      }
-      return 0;
-    }
-    if (*decode) {
-      mona::stream::Recognizer rec(t.model, search_options(t, beam));
-      for_each_input(inputs, [&](const std::string& line) {
-        std::vector<std::string> tokens;
-        std::vector<int64_t> ids;
-        if (!encode_line(t, line, split, tokens, ids)) return;
-        std::vector<int64_t> out;
-        if (expected) {
-          torch::NoGradGuard ng;
-          auto x = torch::tensor(ids, torch::kLong);
-          auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
-          out = mona::nn::decode_expected(*t.model->decoder, t.model->decoder->attention->prepare(mem, ml),
-                                          search_options(t, beam)).tokens;
-        } else {
-          out = rec.recognize(torch::tensor(ids, torch::kLong)).tokens;
-        }
-        std::cout << line << "\t" << join(t.decode_output(out)) << std::endl;
-      });
-      return 0;
-    }
-    if (*streamc) {
-      mona::stream::Recognizer rec(t.model, search_options(t, 0));
-      for_each_input(inputs, [&](const std::string& line) {
-        std::vector<std::string> tokens;
-        std::vector<int64_t> ids;
-        if (!encode_line(t, line, split, tokens, ids)) return;
-        auto s = rec.create_stream();
-        size_t shown = 0;
-        std::cout << line << "\n";
-        auto show_new = [&](const char* when) {
-          const auto r = rec.result(*s);
-          for (; shown < r.tokens.size(); ++shown) {
-            const int64_t pos = r.input_positions[shown];
-            std::cout << "  " << when << "emit " << t.output_vocab.symbol(r.tokens[shown]) << "  at "
-                      << (pos < 0 ? std::string("no input (the attention ran past the end)")
-                          : pos >= static_cast<int64_t>(tokens.size())
-                              ? std::string("the end of input")
-                              : "input " + std::to_string(pos + 1) + " '" + tokens[static_cast<size_t>(pos)] + "'")
-                      << std::endl;
-          }
-        };
-        for (size_t k = 0; k < ids.size(); ++k) {
-          rec.accept(*s, torch::tensor({ids[k]}, torch::kLong));
-          std::cout << "  read " << (k + 1) << " '" << tokens[k] << "'" << std::endl;
-          while (rec.is_ready(*s)) rec.decode(*s);
-          show_new("");
-        }
-        rec.input_finished(*s);
-        while (rec.is_ready(*s)) rec.decode(*s);
-        show_new("(end) ");
-        std::cout << "  = " << join(t.decode_output(rec.result(*s).tokens)) << std::endl;
-      });
-      return 0;
-    }
-    if (*plot) {
-      std::vector<std::string> tokens;
-      std::vector<int64_t> ids;
-      const std::string line = trim(plot_input);
-      mona::detail::check(!line.empty(), "plot: INPUT is empty");
-      if (!encode_line(t, line, split, tokens, ids)) return 1;
-      std::vector<std::string> ref = mona::data::tokenize(reference);
-      const auto unknown = t.output_vocab.unknown_symbols(ref);
-      if (!unknown.empty()) {
-        std::vector<std::string> quoted;
-        for (const auto& u : unknown) quoted.push_back("'" + u + "'");
-        mona::detail::fail("--reference \"", reference, "\": ", unknown.size() == 1 ? "a token" : "tokens",
-                           " outside the model's output vocabulary: ", join(quoted, ", "));
-      }
-      if (ref.empty()) {
-        mona::stream::Recognizer rec(t.model, search_options(t, 0));
-        ref = t.decode_output(rec.recognize(torch::tensor(ids, torch::kLong)).tokens);
-      }
-      const mona::data::Example ex{tokens, ref};
-      const auto w = mona::train::alignment_weights(t, ex);
-      auto out_labels = ref;
-      out_labels.push_back(mona::data::kReservedSymbols[mona::data::kEos]);
-      const auto in_labels = mona::train::memory_labels(t, tokens);
-      mona::io::write_alignment_png(output, w, static_cast<int64_t>(out_labels.size()),
-                                       static_cast<int64_t>(in_labels.size()), in_labels, out_labels,
-                                       t.config.model.attention + ": " + line);
-      std::cout << output << "\n";
-      return 0;
-    }
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mona: monotonic attention sequence-to-sequence models: train, evaluate, decode, stream"};
+  app.require_subcommand(1);
+  GlobalArgs global;
+  TrainArgs train;
+  EvalArgs eval;
+  DecodeArgs decode;
+  StreamArgs stream;
+  PlotArgs plot;
+  add_global(app, global);
+  const CLI::App* train_cmd = add_train(app, train);
+  const CLI::App* eval_cmd = add_eval(app, eval);
+  const CLI::App* decode_cmd = add_decode(app, decode);
+  const CLI::App* stream_cmd = add_stream(app, stream);
+  const CLI::App* plot_cmd = add_plot(app, plot);
+  if (const auto code = parse(app, argc, argv)) return *code;
+
+  try {  // every error: one line on stderr, exit code 1
+    const int64_t threads = apply_threads(global);
+    if (*train_cmd) return run_train(train, threads);
+    if (threads <= 0) torch::set_num_threads(2);  // decoding: 2 unless --threads says otherwise
+    if (*eval_cmd) return run_eval(eval);
+    if (*decode_cmd) return run_decode(decode);
+    if (*stream_cmd) return run_stream(stream);
+    if (*plot_cmd) return run_plot(plot);
   } catch (const c10::Error& e) {
     std::cerr << "mona: error: " << first_line(e.what_without_backtrace()) << "\n";
     return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // mona::ArgumentError and DataError among them
     std::cerr << "mona: error: " << first_line(e.what()) << "\n";
     return 1;
   }

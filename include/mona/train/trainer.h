@@ -44,6 +44,7 @@
 
 #include "mona/data/dataset.h"
 #include "mona/data/vocabulary.h"
+#include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
 #include "mona/train/config.h"
 #include "mona/io/metrics.h"
@@ -70,8 +71,8 @@ struct TrainedModel {
 struct EvalResult {
   io::ErrorCounts counts;
   /// Streaming latency (metrics.h) of greedy online decoding: each input is fed one element
-  /// at a time, as a live stream receives it, and g(i) is the number of elements received
-  /// when output token i appeared. Empty (no sequences) for beam search (its best
+  /// at a time, as a live stream receives it (stream::recognize_incrementally), and g(i) is
+  /// the number of elements received when output token i appeared. Empty (no sequences) for beam search (its best
   /// hypothesis can change until the end, and mona's beam search commits only then) and for
   /// expected-alignment decoding (offline). The tokens are the same as when the whole input
   /// is accepted at once; `seconds` includes the per-element calls (for the G2P recipe's
@@ -92,12 +93,27 @@ struct EvalProgress {
 
 /// Decodes every input of `sets` (or `limit` of them, evenly spaced, 0 = all) and scores it against its
 /// references. `expected_attention` decodes with the soft expected alignment instead of
-/// the online hard attention. Inputs with unknown symbols are mapped to <unk>. Throws
+/// the online hard attention (decode_with_expected_alignment). Inputs with unknown symbols are mapped to <unk>. Throws
 /// mona::Error when `sets` is empty or `limit` is negative (an error rate of nothing is no
 /// result).
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention = false,
                     int64_t limit = 0, const EvalProgress& progress = {});
+
+/// Decodes one input offline with the soft expected alignment instead of the online hard
+/// attention: the encoder reads the whole input (`input_ids`, T ids of t.input_vocab), the
+/// attention's memory is prepared for one sequence (T' entries: T + 1 when the model
+/// appends </s>), and nn::decode_expected searches, greedily or with a beam as `search`
+/// says, attending at each step with the expected alignment of training, in eval mode and
+/// without noise (hard monotonic attention: 002 eqs. 9-14; MoChA: 000 eq. 17; MAtChA:
+/// 000 App. C; soft and GMM attention use their usual weights). Offline: nothing is emitted
+/// before the input ends. Puts the model in eval mode (as evaluate() does) and records no
+/// gradients. Returns the best hypothesis: output token ids (no <s>, </s>), per token the
+/// memory entry of largest weight, and its score (log-probability). Throws
+/// mona::ArgumentError when an id lies outside [0, input vocabulary size) or `search` is
+/// invalid.
+nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const std::vector<int64_t>& input_ids,
+                                              const nn::SearchOptions& search);
 
 /// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is
 /// the memory length (T + 1 when the model appends </s>).
@@ -143,8 +159,6 @@ class Trainer {
   /// the output directory holds a run and neither resume nor overwrite is set, or when the
   /// checkpoint to resume does not match the configuration.
   TrainResult run(const RunOptions& options, std::ostream& progress_out);
-  /// run({resume}, progress_out) with a bar when standard output is a terminal.
-  TrainResult run(bool resume, std::ostream& progress_out);
 
  private:
   Config config_;
