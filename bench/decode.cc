@@ -10,7 +10,7 @@
 // form: the context is written into the previous step's tensor once the caller has let go of
 // it). SoftAttention attends over the whole finished memory; MonotonicAttention and MoChA scan
 // from t_{i-1}. The memory is built once per data set
-// with Attention::extend (its keys W h are one GEMM, identical for every mechanism, timed
+// with Attention::extend (its keys W h, one product per entry, identical for every mechanism, timed
 // separately as "extend"); each point cycles through a pool of independent data sets.
 //
 // Also timed in the same run (roofline probes):

@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
        " the identity, g = 1 and r = 0, so e = s^T h. Hard decisions use the threshold 0.5"
        " (p >= 0.5, i.e. e >= 0). Monotonic attention is `MonotonicAttention` (MoChA with w = 1"
        " in 000's terms). Each point cycles through independent random data sets; the memory's"
-       " keys (the W h GEMM, equal for every mechanism and absent from the papers' dot energy)"
+       " keys (W h, equal for every mechanism and absent from the papers' dot energy)"
        " are computed outside the timed loop and timed on their own below.");
   line();
   for (const std::string dt : {"float64", "float32"}) {
@@ -487,8 +487,10 @@ int main(int argc, char** argv) {
   line();
   line("![scaling](" + link + "decode_scaling.png)");
   line();
-  line("Building the memory (`Attention::extend`: copy + keys W h, one [T, 256] x [256, 256] GEMM;"
-       " the same for every mechanism, not part of the times above):");
+  line("Building the memory (`Attention::extend`: copy + keys W h, one [256] x [256, 256] product"
+       " per entry, so that an entry's key never depends on how many entries arrived with it and"
+       " streaming equals offline bit for bit (nn/attention.h); the same for every mechanism, not"
+       " part of the times above):");
   line();
   line("| dtype | T = 100 us | T = 1000 us | T = 10000 us |");
   line("|---|---|---|---|");
