@@ -417,7 +417,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   if (n > pos.frames) {
     at::Tensor logits;
     if (source_aware_) {
-      logits = memory.keys().narrow(0, pos.frames, n - pos.frames).to(at::kDouble).contiguous();
+      logits = memory.keys().narrow(0, pos.frames - memory.first(), n - pos.frames).to(at::kDouble).contiguous();
     }
     for (int64_t h = 0; h < H; ++h) {
       auto& nu = pos.nu[h];
@@ -491,7 +491,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   out.weights = w.to(vopt.dtype());
   out.begin = begin;
   out.index = end - 1;
-  out.context = end > begin ? torch::matmul(out.weights, values.narrow(0, begin, end - begin))
+  out.context = end > begin ? torch::matmul(out.weights, values.narrow(0, begin - memory.first(), end - begin))
                             : torch::zeros({options_.memory_dim}, vopt);
   return out;
 }

@@ -23,18 +23,28 @@ int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
 
 void ModelOptions::validate() const {
   const char* w = "ModelOptions";
-  MONA_CHECK(input_kind == "symbols" || input_kind == "features", w,
-              ": input_kind must be \"symbols\" or \"features\", got \"", input_kind, "\"");
+  MONA_CHECK(input_kind == "symbols" || input_kind == "features" || input_kind == "audio", w,
+              ": input_kind must be \"symbols\", \"features\" or \"audio\", got \"", input_kind, "\"");
   if (input_kind == "symbols") {
     MONA_CHECK(input_vocab > 0, w, ": input_vocab must be > 0 for symbol inputs, got ", input_vocab);
     MONA_CHECK(embedding_dim > 0, w, ": embedding_dim must be > 0, got ", embedding_dim);
   } else {
+    if (input_kind == "audio") {
+      features.validate();
+      MONA_CHECK(feature_dim == features.num_bins(), w, ": feature_dim must equal features.num_bins() = ",
+                 features.num_bins(), " for audio inputs, got ", feature_dim);
+    }
     MONA_CHECK(feature_dim > 0, w, ": feature_dim must be > 0 for feature inputs, got ", feature_dim);
     MONA_CHECK(conv_channels > 0, w, ": conv_channels must be > 0, got ", conv_channels);
   }
   MONA_CHECK(encoder_layers >= 1, w, ": encoder_layers must be >= 1, got ", encoder_layers);
   MONA_CHECK(encoder_hidden > 0, w, ": encoder_hidden must be > 0, got ", encoder_hidden);
   MONA_CHECK(projection_dim >= 0, w, ": projection_dim must be >= 0, got ", projection_dim);
+  MONA_CHECK(time_reduction_layers >= 0 && time_reduction_layers < encoder_layers, w,
+             ": time_reduction_layers must lie in [0, encoder_layers = ", encoder_layers, "), got ",
+             time_reduction_layers);
+  MONA_CHECK(time_reduction_layers == 0 || !bidirectional, w,
+             ": time_reduction_layers must be 0 with a bidirectional encoder, got ", time_reduction_layers);
   MONA_CHECK(lookahead >= 0, w, ": lookahead must be >= 0, got ", lookahead);
   MONA_CHECK(lookahead == 0 || !bidirectional, w, ": lookahead must be 0 with a bidirectional encoder "
               "(it already sees the whole input), got ", lookahead);
@@ -67,6 +77,8 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
     conv2 = register_module("conv2", conv(o.conv_channels, o.conv_channels));
     bn2 = register_module("bn2", torch::nn::BatchNorm2d(o.conv_channels));
     in_dim = o.conv_channels * conv_out(conv_out(o.feature_dim));
+    feature_mean_ = register_buffer("feature_mean", torch::zeros({o.feature_dim}));
+    feature_inv_std_ = register_buffer("feature_inv_std", torch::ones({o.feature_dim}));
   }
   in_dim *= o.lookahead + 1;
   for (int64_t l = 0; l < o.encoder_layers; ++l) {
@@ -84,17 +96,45 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
 }
 
 int64_t Encoder::subsampling() const {
-  return options_.input_kind == "symbols" ? 1 : kConvStride * kConvStride;
+  return (options_.input_kind == "symbols" ? 1 : kConvStride * kConvStride) << options_.time_reduction_layers;
+}
+
+int64_t Encoder::last_input_of(int64_t m) const {
+  const int64_t kept = m << options_.time_reduction_layers;  // the front-end output entry m keeps
+  if (options_.input_kind == "symbols") return kept;
+  return (kept + 1) * kConvStride * kConvStride - 1;
+}
+
+at::Tensor Encoder::normalize(const at::Tensor& frames) const {
+  if (!feature_mean_.defined()) return frames;
+  return (frames - feature_mean_.to(frames.scalar_type())) * feature_inv_std_.to(frames.scalar_type());
+}
+
+void Encoder::set_normalization(const at::Tensor& mean, const at::Tensor& inv_std) {
+  const char* fn = "Encoder::set_normalization";
+  MONA_CHECK(feature_mean_.defined(), fn, ": a symbols model has no feature normalisation");
+  MONA_CHECK(mean.defined() && mean.dim() == 1 && mean.size(0) == options_.feature_dim, fn,
+             ": mean: expected [F = ", options_.feature_dim, "], got ", mean.defined() ? mean.sizes() : at::IntArrayRef{});
+  MONA_CHECK(inv_std.defined() && inv_std.dim() == 1 && inv_std.size(0) == options_.feature_dim, fn,
+             ": inv_std: expected [F = ", options_.feature_dim, "], got ",
+             inv_std.defined() ? inv_std.sizes() : at::IntArrayRef{});
+  torch::NoGradGuard no_grad;
+  feature_mean_.copy_(mean);
+  feature_inv_std_.copy_(inv_std);
 }
 
 int64_t Encoder::output_length(int64_t T) const {
-  if (options_.input_kind == "symbols") return options_.append_eos ? T + 1 : T;
-  return conv_out(conv_out(T));
+  int64_t n = options_.input_kind == "symbols" ? (options_.append_eos ? T + 1 : T) : conv_out(conv_out(T));
+  for (int64_t l = 0; l < options_.time_reduction_layers; ++l) n = (n + 1) / 2;
+  return n;
 }
 
 at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
   const int64_t T = x.size(1);
   for (size_t l = 0; l < lstms_.size(); ++l) {
+    if (l > 0 && static_cast<int64_t>(l) <= options_.time_reduction_layers) {
+      x = x.slice(1, 0, x.size(1), 2);  // time reduction after layer l - 1: keep 0, 2, 4, ..
+    }
     if (options_.bidirectional) {
       auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths.clamp_min(1), true, false);
       auto out = std::get<0>(lstms_[l]->forward_with_packed_input(packed));
@@ -138,7 +178,7 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     auto time_mask = [](const at::Tensor& l, int64_t n, const at::TensorOptions& opt) {
       return (torch::arange(n, torch::kLong).unsqueeze(0) < l.unsqueeze(1)).to(opt.dtype());
     };
-    x = inputs * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
+    x = normalize(inputs) * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
     x = torch::relu(bn1(conv1(x.unsqueeze(1))));                    // [B, C, T1, F1]
     const at::Tensor l1 = (lens - 1).div(2, "floor") + 1;
     const at::Tensor l1z = torch::where(lens > 0, l1, torch::zeros_like(l1));
@@ -148,7 +188,9 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     x = x.permute({0, 2, 1, 3}).reshape({x.size(0), x.size(2), -1});
   }
   if (options_.lookahead > 0) x = widen(x, out_lens);
-  return {run_layers(x, out_lens), out_lens};
+  at::Tensor memory = run_layers(x, out_lens);
+  for (int64_t l = 0; l < options_.time_reduction_layers; ++l) out_lens = (out_lens + 1).div(2, "floor");
+  return {memory, out_lens};
 }
 
 at::Tensor Encoder::widen(const at::Tensor& x, const at::Tensor& lengths) const {
@@ -167,7 +209,8 @@ at::Tensor Encoder::conv1_frame(const EncoderStream& s, int64_t k, int64_t T) {
   const int64_t F = options_.feature_dim;
   std::vector<at::Tensor> rows;
   for (int64_t t = 2 * k - 1; t <= 2 * k + 1; ++t) {
-    rows.push_back(t >= 0 && t < T ? s.raw_frames[t] : torch::zeros({F}, s.raw_frames[0].options()));
+    rows.push_back(t >= 0 && t < T ? s.raw_frames[static_cast<size_t>(t - s.raw_first)]
+                                   : torch::zeros({F}, s.raw_frames.front().options()));
   }
   auto window = torch::stack(rows).view({1, 1, 3, F});
   auto y = torch::conv2d(window, conv1->weight, conv1->bias, at::IntArrayRef({1, 2}), at::IntArrayRef({0, 1}));
@@ -175,10 +218,10 @@ at::Tensor Encoder::conv1_frame(const EncoderStream& s, int64_t k, int64_t T) {
 }
 
 at::Tensor Encoder::conv2_frame(const EncoderStream& s, int64_t m, int64_t T1) {
-  const auto& ref = s.conv1_frames[0];
+  const auto& ref = s.conv1_frames.front();
   std::vector<at::Tensor> rows;
   for (int64_t t = 2 * m - 1; t <= 2 * m + 1; ++t) {
-    rows.push_back(t >= 0 && t < T1 ? s.conv1_frames[t] : torch::zeros_like(ref));
+    rows.push_back(t >= 0 && t < T1 ? s.conv1_frames[static_cast<size_t>(t - s.conv1_first)] : torch::zeros_like(ref));
   }
   auto window = torch::stack(rows, 1).unsqueeze(0);  // [1, C, 3, F1]
   auto y = torch::conv2d(window, conv2->weight, conv2->bias, at::IntArrayRef({1, 2}), at::IntArrayRef({0, 1}));
@@ -213,17 +256,20 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
     }
   } else {
     if (inputs.defined()) {
-      for (int64_t t = 0; t < inputs.size(0); ++t) s.raw_frames.push_back(inputs[t].clone());
+      const at::Tensor frames = normalize(inputs);
+      for (int64_t t = 0; t < frames.size(0); ++t) s.raw_frames.push_back(frames[t].clone());
+      s.raw_total += inputs.size(0);
     }
-    const int64_t T = static_cast<int64_t>(s.raw_frames.size());
+    const int64_t T = s.raw_total;
     const int64_t T1_final = conv_out(T);
     while (true) {  // first conv layer frames whose receptive field is complete
-      const int64_t k = static_cast<int64_t>(s.conv1_frames.size());
+      const int64_t k = s.conv1_total;
       const bool ready = finished ? k < T1_final : 2 * k + 1 < T;
       if (!ready) break;
       s.conv1_frames.push_back(conv1_frame(s, k, finished ? T : T + 1));
+      ++s.conv1_total;
     }
-    const int64_t T1 = static_cast<int64_t>(s.conv1_frames.size());
+    const int64_t T1 = s.conv1_total;
     const int64_t T2_final = conv_out(T1_final);
     while (true) {
       const int64_t m = s.conv2_done;
@@ -231,6 +277,16 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
       if (!ready) break;
       layer_in.push_back(conv2_frame(s, m, finished ? T1 : T1 + 1));
       ++s.conv2_done;
+    }
+    // Drop what no later output reads: conv1 output k reads frames 2k - 1 .. 2k + 1, conv2
+    // output m reads conv1 outputs 2m - 1 .. 2m + 1.
+    while (!s.raw_frames.empty() && s.raw_first < 2 * s.conv1_total - 1) {
+      s.raw_frames.pop_front();
+      ++s.raw_first;
+    }
+    while (!s.conv1_frames.empty() && s.conv1_first < 2 * s.conv2_done - 1) {
+      s.conv1_frames.pop_front();
+      ++s.conv1_first;
     }
   }
   if (options_.lookahead > 0) {  // row t leaves once row t + k has arrived (or the input ends)
@@ -257,9 +313,17 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
     s.h.resize(lstms_.size());
     s.c.resize(lstms_.size());
   }
+  if (s.layer_outputs.empty()) s.layer_outputs.assign(static_cast<size_t>(options_.time_reduction_layers), 0);
   for (auto& row : layer_in) {  // one element at a time: chunking never changes results
     at::Tensor x = row.view({1, 1, -1});
+    bool skipped = false;
     for (size_t l = 0; l < lstms_.size(); ++l) {
+      if (l > 0 && static_cast<int64_t>(l) <= options_.time_reduction_layers) {
+        if (s.layer_outputs[l - 1]++ % 2 != 0) {  // time reduction: odd elements stop here
+          skipped = true;
+          break;
+        }
+      }
       torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
       if (s.h[l].defined()) hx = std::make_tuple(s.h[l], s.c[l]);
       auto res = lstms_[l]->forward(x, hx);
@@ -268,7 +332,7 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
       s.c[l] = std::get<1>(std::get<1>(res));
       if (!projections_.empty()) x = projections_[l]->forward(x);
     }
-    out.push_back(x.view({-1}));
+    if (!skipped) out.push_back(x.view({-1}));
   }
   if (out.empty()) return torch::zeros({0, output_dim_});
   return torch::stack(out);
