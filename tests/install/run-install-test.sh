@@ -67,7 +67,7 @@ step "install $build into $prefix"
 run cmake --install "$build" --prefix "$prefix" --config "$config" | sed 's/^/   /'
 
 step "check the installed files"
-libs=(core io data)
+libs=(core io data audio)
 programs=(mona-prepare-cmudict)
 absent_libs=(nn stream train)
 if [[ "$torch" == ON ]]; then
