@@ -35,11 +35,11 @@ void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int 
   MONA_CHECK(s.input_rate_ == 0 || s.input_rate_ == sample_rate, fn, ": sample_rate: this stream's samples came at ",
              s.input_rate_, " Hz, now ", sample_rate, " Hz; use one rate per stream");
   MONA_CHECK(n == 0 || samples != nullptr, fn, ": samples: null pointer for ", n, " samples");
-  const audio::FbankOptions& features_ = model_->options().features;
+  const audio::FbankOptions& features = model_->options().features;
   if (s.input_rate_ == 0) {
     s.input_rate_ = sample_rate;
-    if (sample_rate != features_.sample_rate) {
-      s.resampler_ = std::make_unique<audio::StreamResampler>(sample_rate, features_.sample_rate);
+    if (sample_rate != features.sample_rate) {
+      s.resampler_ = std::make_unique<audio::StreamResampler>(sample_rate, features.sample_rate);
     }
   }
   if (s.resampler_) {
@@ -97,15 +97,15 @@ StreamResult Recognizer::result(const Stream& s) const {
   for (int64_t m : h.positions) {
     // An entry past the input (the appended </s> of symbol models) reports `received`.
     r.input_positions.push_back(m < 0 ? -1 : std::min<int64_t>(s.received_, encoder.last_input_of(m)));
-    if (audio_) {  // end of that frame's window
-      const audio::FbankOptions& features_ = model_->options().features;, in ms of the audio received
+    if (audio_) {  // end of that frame's window, in ms of the audio received
+      const audio::FbankOptions& features = model_->options().features;
       // Frame f starts at f * shift (snip_edges) or f * shift + shift / 2 - window / 2.
       const int64_t f = r.input_positions.back();
       const int64_t end = m < 0 ? 0
-                          : features_.snip_edges
-                              ? f * features_.window_shift() + features_.window_size()
-                              : f * features_.window_shift() + features_.window_shift() / 2 + features_.window_size() / 2;
-      r.times_ms.push_back(1000.0 * static_cast<double>(std::min(end, s.samples_)) / features_.sample_rate);
+                          : features.snip_edges
+                              ? f * features.window_shift() + features.window_size()
+                              : f * features.window_shift() + features.window_shift() / 2 + features.window_size() / 2;
+      r.times_ms.push_back(1000.0 * static_cast<double>(std::min(end, s.samples_)) / features.sample_rate);
     }
   }
   r.score = h.score;

@@ -73,6 +73,8 @@ class Stream {
   int64_t memory_size() const { return memory_.size(); }
   /// Memory entries stored now (what bounded-memory decoding keeps small).
   int64_t memory_held() const { return memory_.held(); }
+  /// The first memory entry still readable (entries before it are released).
+  int64_t memory_first() const { return memory_.first(); }
   /// Input frames and first-layer outputs the encoder's convolutions hold now.
   int64_t frames_held() const {
     return static_cast<int64_t>(encoder_.raw_frames.size() + encoder_.conv1_frames.size());
