@@ -3,12 +3,14 @@
 
 #include <sndfile.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "mona/core/error.h"
+#include "mona/io/files.h"
 
 namespace mona::audio {
 namespace {
@@ -162,6 +164,55 @@ Waveform read_pcm_s16le(const std::string& path, int sample_rate, int channels) 
   std::ifstream in(path, std::ios::binary);
   if (!in) detail::fail_data("read_pcm_s16le: ", path, ": cannot open the file (", std::strerror(errno), ")");
   return read_pcm_s16le(in, path, sample_rate, channels);
+}
+
+namespace {
+// libsndfile's virtual I/O over a growing byte string (the encoded file).
+struct MemoryFile {
+  std::string bytes;
+  sf_count_t position = 0;
+};
+sf_count_t memory_length(void* user) { return static_cast<sf_count_t>(static_cast<MemoryFile*>(user)->bytes.size()); }
+sf_count_t memory_seek(sf_count_t offset, int whence, void* user) {
+  auto* f = static_cast<MemoryFile*>(user);
+  const sf_count_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? f->position : static_cast<sf_count_t>(f->bytes.size());
+  f->position = std::max<sf_count_t>(0, base + offset);
+  return f->position;
+}
+sf_count_t memory_read(void* ptr, sf_count_t count, void* user) {
+  auto* f = static_cast<MemoryFile*>(user);
+  const sf_count_t n = std::max<sf_count_t>(0, std::min(count, static_cast<sf_count_t>(f->bytes.size()) - f->position));
+  if (n > 0) std::memcpy(ptr, f->bytes.data() + f->position, static_cast<size_t>(n));
+  f->position += n;
+  return n;
+}
+sf_count_t memory_write(const void* ptr, sf_count_t count, void* user) {
+  auto* f = static_cast<MemoryFile*>(user);
+  const size_t end = static_cast<size_t>(f->position + count);
+  if (f->bytes.size() < end) f->bytes.resize(end);
+  std::memcpy(&f->bytes[static_cast<size_t>(f->position)], ptr, static_cast<size_t>(count));
+  f->position += count;
+  return count;
+}
+sf_count_t memory_tell(void* user) { return static_cast<MemoryFile*>(user)->position; }
+}  // namespace
+
+void write_wav(const std::string& path, const std::vector<float>& samples, int sample_rate) {
+  detail::check(sample_rate > 0, "write_wav ", path, ": sample_rate: expected > 0 Hz, got ", sample_rate);
+  SF_VIRTUAL_IO io{memory_length, memory_seek, memory_read, memory_write, memory_tell};
+  MemoryFile file;
+  SF_INFO info{};
+  info.samplerate = sample_rate;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  SNDFILE* f = sf_open_virtual(&io, SFM_WRITE, &info, &file);
+  detail::check_data(f != nullptr, "write_wav ", path, ": cannot encode: ", sf_strerror(nullptr));
+  sf_command(f, SFC_SET_CLIPPING, nullptr, SF_TRUE);
+  const sf_count_t written = sf_write_float(f, samples.data(), static_cast<sf_count_t>(samples.size()));
+  sf_close(f);
+  detail::check_data(written == static_cast<sf_count_t>(samples.size()), "write_wav ", path, ": encoded ", written,
+                     " of ", samples.size(), " samples");
+  io::write_file_atomic(path, file.bytes);
 }
 
 }  // namespace mona::audio

@@ -60,4 +60,11 @@ Waveform read_pcm_s16le(std::istream& in, const std::string& name, int sample_ra
 /// The same from a file.
 Waveform read_pcm_s16le(const std::string& path, int sample_rate, int channels);
 
+/// Writes `samples` (mono, [-1, 1], clipped beyond) as a 16-bit PCM WAV file at
+/// `sample_rate` Hz, encoded by libsndfile and written atomically (mona/io/files.h: a
+/// temporary file renamed into place), so an interrupted write leaves no broken file.
+/// Throws mona::ArgumentError for sample_rate <= 0, mona::DataError naming `path` when it
+/// cannot be written.
+void write_wav(const std::string& path, const std::vector<float>& samples, int sample_rate);
+
 }  // namespace mona::audio
