@@ -18,6 +18,8 @@ full_pkgs=(
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
   libcli11-dev
+  # scripts/measure-stream-memory.sh: GNU time for the peak resident memory
+  time
 )
 
 want=("${core_pkgs[@]}")

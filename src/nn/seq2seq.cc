@@ -228,7 +228,7 @@ at::Tensor Encoder::conv2_frame(const EncoderStream& s, int64_t m, int64_t T1) {
   return torch::relu(bn2(y)).reshape({-1});  // [C * F2], channel-major as in forward()
 }
 
-at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool finished) {
+std::vector<at::Tensor> Encoder::stream_front_end(EncoderStream& s, const at::Tensor& inputs, bool finished) {
   const char* fn = "Encoder::stream";
   MONA_CHECK(!s.finished, fn, ": the stream is already finished");
   MONA_CHECK(!is_training(), fn, ": call eval() before streaming");
@@ -301,6 +301,11 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
       q.erase(q.begin());
     }
   }
+  return layer_in;
+}
+
+at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool finished) {
+  std::vector<at::Tensor> layer_in = stream_front_end(s, inputs, finished);
   if (options_.bidirectional) {  // offline only: wait for the whole input
     for (auto& r : layer_in) s.pending_inputs.push_back(r);
     if (!finished || s.pending_inputs.empty()) return torch::zeros({0, output_dim_});
@@ -309,33 +314,73 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
     return run_layers(x, lens)[0];
   }
   std::vector<at::Tensor> out;
-  if (s.h.empty()) {
-    s.h.resize(lstms_.size());
-    s.c.resize(lstms_.size());
-  }
-  if (s.layer_outputs.empty()) s.layer_outputs.assign(static_cast<size_t>(options_.time_reduction_layers), 0);
   for (auto& row : layer_in) {  // one element at a time: chunking never changes results
-    at::Tensor x = row.view({1, 1, -1});
-    bool skipped = false;
-    for (size_t l = 0; l < lstms_.size(); ++l) {
-      if (l > 0 && static_cast<int64_t>(l) <= options_.time_reduction_layers) {
-        if (s.layer_outputs[l - 1]++ % 2 != 0) {  // time reduction: odd elements stop here
-          skipped = true;
-          break;
-        }
-      }
-      torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
-      if (s.h[l].defined()) hx = std::make_tuple(s.h[l], s.c[l]);
-      auto res = lstms_[l]->forward(x, hx);
-      x = std::get<0>(res);
-      s.h[l] = std::get<0>(std::get<1>(res));
-      s.c[l] = std::get<1>(std::get<1>(res));
-      if (!projections_.empty()) x = projections_[l]->forward(x);
-    }
-    if (!skipped) out.push_back(x.view({-1}));
+    const at::Tensor entry = stream_layers({&s}, {row})[0];
+    if (entry.defined()) out.push_back(entry);
   }
   if (out.empty()) return torch::zeros({0, output_dim_});
   return torch::stack(out);
+}
+
+std::vector<at::Tensor> Encoder::stream_layers(const std::vector<EncoderStream*>& streams,
+                                               const std::vector<at::Tensor>& rows) {
+  MONA_CHECK(!options_.bidirectional, "Encoder::stream_layers: a bidirectional encoder cannot stream");
+  MONA_CHECK(streams.size() == rows.size(), "Encoder::stream_layers: ", streams.size(), " streams but ",
+             rows.size(), " rows");
+  const size_t S = streams.size();
+  std::vector<at::Tensor> out(S);
+  for (EncoderStream* s : streams) {
+    if (s->h.empty()) {
+      s->h.resize(lstms_.size());
+      s->c.resize(lstms_.size());
+    }
+    if (s->layer_outputs.empty()) s->layer_outputs.assign(static_cast<size_t>(options_.time_reduction_layers), 0);
+  }
+  std::vector<size_t> active(S);  // streams whose row is still going up the stack
+  for (size_t k = 0; k < S; ++k) active[k] = k;
+  std::vector<at::Tensor> x(S);
+  for (size_t k = 0; k < S; ++k) x[k] = rows[k].view({1, -1});
+  for (size_t l = 0; l < lstms_.size() && !active.empty(); ++l) {
+    if (l > 0 && static_cast<int64_t>(l) <= options_.time_reduction_layers) {
+      std::vector<size_t> kept;  // time reduction: odd elements of each stream stop here
+      for (size_t k : active) {
+        if (streams[k]->layer_outputs[l - 1]++ % 2 == 0) kept.push_back(k);
+      }
+      active = std::move(kept);
+      if (active.empty()) break;
+    }
+    // One LSTM step for every active stream: states [1, S', H].
+    std::vector<at::Tensor> xs, hs, cs;
+    bool fresh = true;
+    for (size_t k : active) {
+      xs.push_back(x[k]);
+      fresh = fresh && !streams[k]->h[l].defined();
+    }
+    torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
+    if (!fresh) {
+      for (size_t k : active) {
+        const EncoderStream& s = *streams[k];
+        hs.push_back(s.h[l].defined() ? s.h[l] : torch::zeros({1, 1, options_.encoder_hidden}, xs[0].options()));
+        cs.push_back(s.c[l].defined() ? s.c[l] : torch::zeros({1, 1, options_.encoder_hidden}, xs[0].options()));
+      }
+      hx = std::make_tuple(active.size() == 1 ? hs[0] : torch::cat(hs, 1), active.size() == 1 ? cs[0] : torch::cat(cs, 1));
+    }
+    // batch_first LSTMs: [S', 1, D] (one time step of S' sequences)
+    const at::Tensor in = active.size() == 1 ? xs[0].view({1, 1, -1}) : torch::cat(xs, 0).view({static_cast<int64_t>(active.size()), 1, -1});
+    auto res = lstms_[l]->forward(in, hx);
+    at::Tensor y = std::get<0>(res);
+    const at::Tensor h = std::get<0>(std::get<1>(res)), c = std::get<1>(std::get<1>(res));
+    if (!projections_.empty()) y = projections_[l]->forward(y);
+    for (size_t a = 0; a < active.size(); ++a) {
+      EncoderStream& s = *streams[active[a]];
+      const int64_t i = static_cast<int64_t>(a);
+      s.h[l] = active.size() == 1 ? h : h.narrow(1, i, 1);
+      s.c[l] = active.size() == 1 ? c : c.narrow(1, i, 1);
+      x[active[a]] = active.size() == 1 ? y.view({1, -1}) : y.select(0, i).view({1, -1});
+    }
+  }
+  for (size_t k : active) out[k] = x[k].view({-1});
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------

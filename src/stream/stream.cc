@@ -53,12 +53,52 @@ void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int 
   feed_frames(s, s.fbank_->take_frames());
 }
 
+// accept() runs the encoder's front end at once and leaves the rows it produces for the
+// LSTM layers to decode() (one stream) or decode_streams() (several, batched); a
+// bidirectional encoder, which cannot stream, runs whole at the end.
 void Recognizer::accept(Stream& s, const at::Tensor& inputs) const {
   MONA_CHECK(!s.finished_, "Recognizer::accept: input_finished() was already called for this stream");
   torch::NoGradGuard no_grad;
-  const at::Tensor entries = model_->encoder->stream(s.encoder_, inputs, false);
-  if (entries.size(0) > 0) model_->decoder->attention->extend(s.memory_, entries);
+  take_rows(s, inputs, false);
   s.received_ += inputs.defined() && inputs.dim() > 0 ? inputs.size(0) : 0;
+}
+
+void Recognizer::take_rows(Stream& s, const at::Tensor& inputs, bool finished) const {
+  nn::Encoder& encoder = *model_->encoder;
+  if (model_->options().bidirectional) {
+    const at::Tensor entries = encoder.stream(s.encoder_, inputs, finished);
+    if (entries.size(0) > 0) model_->decoder->attention->extend(s.memory_, entries);
+    return;
+  }
+  for (auto& row : encoder.stream_front_end(s.encoder_, inputs, finished)) s.pending_rows_.push_back(std::move(row));
+}
+
+void Recognizer::encode_pending(const std::vector<Stream*>& streams) const {
+  torch::NoGradGuard no_grad;
+  nn::Encoder& encoder = *model_->encoder;
+  std::vector<Stream*> batch;
+  std::vector<nn::EncoderStream*> states;
+  std::vector<at::Tensor> rows;
+  while (true) {  // one row of every stream that has one, as one batch
+    batch.clear();
+    states.clear();
+    rows.clear();
+    for (Stream* s : streams) {
+      if (s->pending_rows_.empty()) continue;
+      batch.push_back(s);
+      states.push_back(&s->encoder_);
+      rows.push_back(s->pending_rows_.front());
+    }
+    if (batch.empty()) break;
+    const std::vector<at::Tensor> entries = encoder.stream_layers(states, rows);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      batch[k]->pending_rows_.pop_front();
+      if (entries[k].defined()) model_->decoder->attention->extend(batch[k]->memory_, entries[k]);
+    }
+  }
+  for (Stream* s : streams) {
+    if (s->finished_ && !s->memory_.finished()) s->memory_.finish();
+  }
 }
 
 void Recognizer::input_finished(Stream& s) const {
@@ -73,19 +113,34 @@ void Recognizer::input_finished(Stream& s) const {
     feed_frames(s, s.fbank_->take_frames());
   }
   torch::NoGradGuard no_grad;
-  const at::Tensor entries = model_->encoder->stream(s.encoder_, at::Tensor(), true);
-  if (entries.size(0) > 0) model_->decoder->attention->extend(s.memory_, entries);
-  s.memory_.finish();
-  s.finished_ = true;
+  take_rows(s, at::Tensor(), true);
+  s.finished_ = true;  // the memory is finished once the last rows are encoded
+  if (s.pending_rows_.empty()) s.memory_.finish();
 }
 
 bool Recognizer::is_ready(const Stream& s) const {
-  return !s.search_.done() && !s.search_.blocked_on(s.memory_);
+  return !s.pending_rows_.empty() || (s.finished_ && !s.memory_.finished()) ||
+         (!s.search_.done() && !s.search_.blocked_on(s.memory_));
 }
 
 void Recognizer::decode(Stream& s) const {
+  encode_pending({&s});
   s.search_.advance(*model_->decoder, s.memory_);
   s.memory_.release_before(s.search_.first_needed(*model_->decoder->attention, s.memory_));
+}
+
+void Recognizer::decode_streams(const std::vector<Stream*>& streams) const {
+  for (size_t k = 0; k < streams.size(); ++k) {
+    MONA_CHECK(streams[k] != nullptr, "Recognizer::decode_streams: streams[", k, "] is null");
+    for (size_t j = 0; j < k; ++j) {
+      MONA_CHECK(streams[j] != streams[k], "Recognizer::decode_streams: streams[", j, "] and streams[", k,
+                 "] are the same stream");
+    }
+  }
+  encode_pending(streams);
+  for (Stream* s : streams) {
+    while (is_ready(*s)) decode(*s);
+  }
 }
 
 StreamResult Recognizer::result(const Stream& s) const {
@@ -119,6 +174,7 @@ void Recognizer::reset(Stream& s) const {
   s.search_.reset(*model_->decoder);
   s.received_ = 0;
   s.finished_ = false;
+  s.pending_rows_.clear();
   if (s.fbank_) s.fbank_->reset();
   s.resampler_.reset();
   s.input_rate_ = 0;

@@ -474,6 +474,7 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
   int64_t received = 0;
   std::vector<double> delays;
   double busy = 0;
+  int64_t largest_held = 0;  // memory entries stored at once (bounded for the releasing mechanisms)
   auto show = [&](bool finished) {
     const auto r = rec.result(*s);
     const double now_ms = 1000.0 * static_cast<double>(received) / source.sample_rate();
@@ -493,6 +494,7 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
     while (rec.is_ready(*s)) rec.decode(*s);
     busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     received += static_cast<int64_t>(samples.size());
+    largest_held = std::max(largest_held, s->memory_held());
     show(false);
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -508,9 +510,10 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
   }
   std::printf("= %s\n", join(t.decode_output(rec.result(*s).tokens)).c_str());
   std::printf("%s: %.2f s of audio, real-time factor %.4f (%.0fx faster than real time), emission delay mean %.0f ms, "
-              "max %.0f ms\n",
+              "max %.0f ms, memory entries held at most %lld of %lld\n",
               source.name().c_str(), audio_seconds, audio_seconds > 0 ? busy / audio_seconds : 0.0,
-              busy > 0 ? audio_seconds / busy : 0.0, mean, worst);
+              busy > 0 ? audio_seconds / busy : 0.0, mean, worst, static_cast<long long>(largest_held),
+              static_cast<long long>(s->memory_size()));
   return 0;
 }
 

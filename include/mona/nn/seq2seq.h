@@ -122,6 +122,19 @@ class Encoder : public torch::nn::Module {
   /// the new memory entries [m, Dh] (m may be 0). `finished` flushes what waits for
   /// right context (the last convolution frames, a bidirectional encoder's whole input).
   at::Tensor stream(EncoderStream& state, const at::Tensor& inputs, bool finished);
+  /// The first half of stream(): feeds inputs through the front end (embedding, or the
+  /// convolutions of the frames whose receptive field is complete, and the lookahead
+  /// widening) and returns the rows [D] ready for the LSTM layers, in order.
+  std::vector<at::Tensor> stream_front_end(EncoderStream& state, const at::Tensor& inputs, bool finished);
+  /// The second half, for several streams at once: row k [D] of streams[k] (its next front
+  /// end row) goes through the LSTM layers with the other streams' rows as one batch (an
+  /// LSTM step of batch S per layer; time reduction drops a stream's row at the layer where
+  /// it is skipped). Returns per stream its new memory entry [Dh], or an undefined tensor
+  /// when time reduction skipped the row. With one stream this is exactly what stream()
+  /// computes; with several, each row's numbers agree with it to float rounding (a batch of
+  /// S rows takes other matrix-product kernels than a single row). Unidirectional only.
+  std::vector<at::Tensor> stream_layers(const std::vector<EncoderStream*>& streams,
+                                        const std::vector<at::Tensor>& rows);
   int64_t output_dim() const { return output_dim_; }
   /// T' for an input of length T.
   int64_t output_length(int64_t T) const;

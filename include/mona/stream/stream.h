@@ -40,10 +40,17 @@
 // nn::Attention::first_needed: before t_{i-1} for hard monotonic attention and MAtChA,
 // before t_{i-1} - w + 1 for MoChA), and the encoder keeps only the frames its
 // convolutions still need, so a stream of any length runs in bounded memory with these
-// mechanisms (Stream::memory_held counts the entries). Soft attention, GMM, SAGMM and the
-// SAGMM-tr windows keep the whole memory (their steps may read any entry).
+// mechanisms and with SAGMM-tr's fixed window ("sagmm-fixed": before gamma_{i-1} - (c-1)/2),
+// Stream::memory_held counting the entries. Soft attention, GMM and SAGMM keep the whole
+// memory (a step may read any entry), and so does SAGMM-tr's adaptive window ("sagmm-tr"):
+// its lower edge mu - r sigma can move back without limit, as sigma is not bounded above.
+//
+// accept() computes the encoder's front end at once and queues its rows; decode() runs the
+// queued rows through the LSTM layers before searching, and decode_streams() does that for
+// several streams with one batched LSTM step per layer (many concurrent streams).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -90,6 +97,7 @@ class Stream {
   nn::OnlineSearch search_;
   int64_t received_ = 0;
   bool finished_ = false;
+  std::deque<at::Tensor> pending_rows_;  // front-end rows waiting for the encoder's LSTM layers
   // Audio models: the feature computation and, for another input rate, the resampler.
   std::unique_ptr<audio::OnlineFbank> fbank_;
   std::unique_ptr<audio::StreamResampler> resampler_;
@@ -120,8 +128,17 @@ class Recognizer {
   void input_finished(Stream& stream) const;
   /// Whether decode() can make progress now.
   bool is_ready(const Stream& stream) const;
-  /// Decodes as far as the input received so far allows.
+  /// Decodes as far as the input received so far allows: runs the encoder over the input
+  /// accepted since the last call, then the search.
   void decode(Stream& stream) const;
+  /// Advances several streams together (the shape of a server holding many connections):
+  /// the encoder runs over the input every stream accepted, one element of each stream per
+  /// batched LSTM step (nn::Encoder::stream_layers), then each stream is decoded as far as
+  /// it can be (decode() while is_ready()). The streams must be distinct (mona::ArgumentError
+  /// naming the indices otherwise). A stream's result equals decoding it alone up to float
+  /// rounding (a batch of rows takes other matrix-product kernels than one row): the same
+  /// tokens unless two choices were within rounding of each other.
+  void decode_streams(const std::vector<Stream*>& streams) const;
   StreamResult result(const Stream& stream) const;
   /// Clears the stream for a new utterance.
   void reset(Stream& stream) const;
@@ -134,6 +151,12 @@ class Recognizer {
 
  private:
   void feed_frames(Stream& stream, audio::Features frames) const;
+  // Front end of new input: rows queued for the LSTM layers (or, bidirectional, the whole
+  // encoder at the end).
+  void take_rows(Stream& stream, const at::Tensor& inputs, bool finished) const;
+  // Runs the queued rows of `streams` through the LSTM layers, batched across streams, and
+  // extends their memories; finishes the memory of finished streams.
+  void encode_pending(const std::vector<Stream*>& streams) const;
   std::shared_ptr<nn::Seq2Seq> model_;
   nn::SearchOptions search_;
   bool audio_ = false;
