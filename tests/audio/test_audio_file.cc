@@ -12,6 +12,12 @@
 #include "mona/audio/fbank.h"
 #include "util/temp_dir.h"
 
+// LeakSanitizer (make test-sanitize): libsndfile 1.2.0, refusing the Ogg file cut after 200
+// bytes below, does not free the vorbis_info that libvorbis allocated for it (11568 bytes,
+// allocated by vorbis_info_init, reachable from no pointer of ours). Not mona's to fix;
+// without a sanitizer this function is never called.
+extern "C" const char* __lsan_default_suppressions() { return "leak:vorbis_info_init\n"; }
+
 namespace mona::audio {
 namespace {
 
