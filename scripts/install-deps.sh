@@ -12,6 +12,10 @@ core_pkgs=(
   libbenchmark-dev
   # mona_data_train (torch-free, always built): YAML configs, JSONL logs, PNG plots.
   libyaml-cpp-dev nlohmann-json3-dev libcairo2-dev
+  # mona_audio (torch-free): audio files, resampling, FFTs; its tests read the LibriVox and
+  # `cards` recordings of pocketsphinx-testdata (scripts/make-fbank-reference.py, which
+  # regenerates their reference values, also needs python3-torchaudio and espeak-ng).
+  libsndfile1-dev libsoxr-dev libfftw3-dev pocketsphinx-testdata
 )
 full_pkgs=(
   # LibTorch (CPU). Without an optimised BLAS, Debian's libtorch falls back to the
