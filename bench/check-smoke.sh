@@ -12,6 +12,7 @@
 #  decode.csv every online decoding point emitted tokens and inspected at least as many
 #             memory entries as it emitted, with a positive time.
 #  features.csv  both modes (offline, online_10ms) computed frames at a positive speed.
+#  streams.csv   both ways of advancing concurrent streams measured a positive speed.
 set -eu
 dir=${1:?usage: check-smoke.sh DIR}
 for f in train.csv decode.csv; do
@@ -60,4 +61,15 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     if (!("offline" in seen) || !("online_10ms" in seen)) { print "check-smoke: features.csv lacks offline or online_10ms"; bad = 1 }
     exit bad
   }' "$dir/features.csv"
-echo "check-smoke: $dir: train.csv, decode.csv and features.csv pass"
+[ -s "$dir/streams.csv" ] || { echo "check-smoke: $dir/streams.csv is missing or empty" >&2; exit 1; }
+awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+  {
+    seen[$col["mode"]] = 1
+    where = "streams.csv line " NR " (" $col["mode"] ", " $col["streams"] " streams)"
+    if ($col["x_realtime"] + 0 <= 0) { print "check-smoke: " where ": no speed measured"; bad = 1 }
+  }
+  END {
+    if (!("decode_streams" in seen) || !("one_by_one" in seen)) { print "check-smoke: streams.csv lacks decode_streams or one_by_one"; bad = 1 }
+    exit bad
+  }' "$dir/streams.csv"
+echo "check-smoke: $dir: train.csv, decode.csv, features.csv and streams.csv pass"

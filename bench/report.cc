@@ -4,7 +4,7 @@
 // (mona/io/plot.h). Called by run-benchmarks; no torch.
 //
 // Usage: mona_bench_report --decode=FILE --train=FILE --machine=FILE --md=FILE --png-dir=DIR
-//                          [--png-link=PREFIX] [--features=FILE]
+//                          [--png-link=PREFIX] [--features=FILE] [--streams=FILE]
 // `machine` holds key=value lines (cpu, caches, threads, load_before, load_after, command,
 // date, ...) written by run-benchmarks.
 #include <algorithm>
@@ -589,6 +589,38 @@ int main(int argc, char** argv) {
            " | " + fmt(f.audio_s) + " | " + fmt(f.frames, 4) + " x " + fmt(f.bins) + " | " +
            fmt(f.ns / 1e6) + " | " + fmt(f.ns / 1e3 / std::max(f.frames, 1.0)) + " | " +
            fixed(f.x_realtime, 0) + "x |");
+    }
+    line();
+  }
+
+  // ------------------------------------------------------------------ streams
+  // Optional (--streams): concurrent audio streams, from bench/streams.
+  if (arg.count("streams")) {
+    const Table t = read_csv(arg["streams"]);
+    const int cm = t.col("mode"), cs = t.col("streams"), ct = t.col("tokens"), cr = t.col("real_ns"),
+              cx = t.col("x_realtime");
+    std::map<std::string, double> together;  // streams -> x real time of decode_streams
+    for (const auto& r : t.rows) {
+      if (r[cm] == "decode_streams") together[r[cs]] = std::stod(r[cx]);
+    }
+    line("## Concurrent audio streams (bench/streams)");
+    line();
+    line("S streams of 4 s of audio each, fed in interleaved 100 ms chunks (`Recognizer::accept_waveform`: "
+         "resampling, log-mel features, encoder, MoChA search), advanced after every round together "
+         "(`Recognizer::decode_streams`, one batched LSTM step per layer) or one by one (`decode()`). "
+         "Model: 80 log-mel bins, two convolutions (32 channels), 3 LSTM layers of 256 with time "
+         "reduction after the first, a 256-unit decoder, 64 tokens; untrained; one thread. "
+         "x real time = seconds of audio of all streams / wall seconds. Raw numbers: [streams.csv](" +
+         link + "streams.csv).");
+    line();
+    line("| streams | advanced | tokens emitted | wall ms | x real time | together / one by one |");
+    line("| --- | --- | --- | --- | --- | --- |");
+    for (const auto& r : t.rows) {
+      const double x = std::stod(r[cx]);
+      std::string ratio = "";
+      if (r[cm] == "one_by_one" && together.count(r[cs])) ratio = fixed(together[r[cs]] / x, 2) + "x";
+      line("| " + r[cs] + " | " + (r[cm] == "decode_streams" ? "together" : "one by one") + " | " + r[ct] + " | " +
+           fmt(std::stod(r[cr]) / 1e6) + " | " + fixed(x, 0) + "x | " + ratio + " |");
     }
     line();
   }

@@ -125,6 +125,10 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("inputs 6"), std::string::npos) << r.output;
 
+  r = cli("plot " + ckpt + " " + (d / "dev.tsv.0.wav") + " -o " + (d / "alignment.png"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::ifstream(d / "alignment.png").good());
+
   // Errors name the file.
   { std::ofstream(d / "text.wav") << "not audio at all"; }
   r = cli("transcribe " + ckpt + " " + (d / "text.wav"));

@@ -607,7 +607,7 @@ struct PlotArgs {
 CLI::App* add_plot(CLI::App& app, PlotArgs& a) {
   auto* cmd = app.add_subcommand("plot", "write the attention of a checkpoint on one input as a PNG heatmap");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("INPUT", a.input, "input")->required();
+  cmd->add_option("INPUT", a.input, "input (audio models: an audio file)")->required();
   cmd->add_option("--reference", a.reference,
                   "output tokens to force, all in the model's output vocabulary (default: the model's own decoding)");
   cmd->add_option("--output,-o", a.output, "PNG file to write");
@@ -623,7 +623,11 @@ int run_plot(const PlotArgs& a) {
   std::vector<int64_t> ids;
   const std::string line = trim(a.input);
   mona::detail::check(!line.empty(), "plot: INPUT is empty");
-  if (!encode_line(t, line, a.split, tokens, ids)) return 1;
+  if (t.takes_audio()) {  // INPUT is an audio file
+    tokens = {line};
+  } else if (!encode_line(t, line, a.split, tokens, ids)) {
+    return 1;
+  }
   std::vector<std::string> ref = mona::data::tokenize(a.reference);
   const auto unknown = t.output_vocab.unknown_symbols(ref);
   if (!unknown.empty()) {
@@ -634,7 +638,7 @@ int run_plot(const PlotArgs& a) {
   }
   if (ref.empty()) {
     mona::stream::Recognizer rec(t.model, search_options(t, 0));
-    ref = t.decode_output(rec.recognize(torch::tensor(ids, torch::kLong)).tokens);
+    ref = t.decode_output(rec.recognize(t.input_tensor(tokens)).tokens);
   }
   const mona::data::Example ex{tokens, ref};
   const auto w = mona::train::alignment_weights(t, ex);

@@ -1,0 +1,197 @@
+// bench/streams: throughput of many concurrent audio streams (issue 19): S streams of 4 s of
+// audio each, fed in interleaved 100 ms chunks through Recognizer::accept_waveform, advanced
+// after every round either together (Recognizer::decode_streams: one batched LSTM step per
+// layer for all streams) or one by one (decode() per stream, the single-stream path), for
+// S = 1, 8 and 32. The model is a small streaming recogniser of the papers' shape, untrained
+// (the cost does not depend on the weights, only on how often tokens are emitted, which
+// init_r = -1 keeps moderate): 80 log-mel bins, the two-convolution front end (32 channels),
+// 3 unidirectional LSTM layers of 256 with time reduction after the first, MoChA (w = 4),
+// a 256-unit decoder, 64 output tokens. One intra-op thread. The figure is x_realtime =
+// seconds of audio of all streams / wall seconds: how many live streams one core serves.
+//
+// Usage: mona_bench_streams [--quick] [--csv=FILE] [--reps=N] [gbench flags]
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mona/stream/stream.h"
+
+namespace {
+
+struct Config {
+  bool quick = false;
+  int reps = 3;
+  std::string csv = "streams.csv";
+};
+Config g_config;
+
+constexpr int kRate = 16000;
+constexpr double kSeconds = 4.0;
+constexpr size_t kChunk = kRate / 10;  // 100 ms
+
+std::shared_ptr<mona::nn::Seq2Seq> model() {
+  static std::shared_ptr<mona::nn::Seq2Seq> m;
+  if (!m) {
+    torch::manual_seed(1);
+    mona::nn::ModelOptions o;
+    o.input_kind = "audio";
+    o.feature_dim = o.features.num_bins();
+    o.conv_channels = 32;
+    o.encoder_layers = 3;
+    o.encoder_hidden = 256;
+    o.time_reduction_layers = 1;
+    o.decoder_embedding_dim = 64;
+    o.decoder_hidden = 256;
+    o.output_vocab = 64;
+    o.attention = "mocha";
+    o.attention_options.chunk_size = 4;
+    o.attention_options.init_r = -1;
+    m = std::make_shared<mona::nn::Seq2Seq>(o);
+    m->encoder->set_normalization(torch::full({o.feature_dim}, -8.0), torch::full({o.feature_dim}, 0.3));
+  }
+  return m;
+}
+
+// Stream k's audio: a tone pattern of its own with noise.
+const std::vector<float>& audio(int k) {
+  static std::map<int, std::vector<float>> cache;
+  auto& x = cache[k];
+  if (x.empty()) {
+    std::mt19937_64 gen(static_cast<uint64_t>(k) + 1);
+    std::normal_distribution<double> noise(0.0, 0.02);
+    x.resize(static_cast<size_t>(kSeconds * kRate));
+    for (size_t n = 0; n < x.size(); ++n) {
+      const double t = static_cast<double>(n) / kRate;
+      const double f = 200 + 150 * ((static_cast<int>(t / 0.2) + k) % 7);
+      x[n] = static_cast<float>(0.3 * std::sin(2 * M_PI * f * t) + noise(gen));
+    }
+  }
+  return x;
+}
+
+struct Point {
+  std::string mode;
+  int streams = 0;
+  int64_t tokens = 0;
+};
+std::map<std::string, Point> g_points;
+
+void run(benchmark::State& state, bool together) {
+  torch::set_num_threads(1);
+  const int S = static_cast<int>(state.range(0));
+  mona::stream::Recognizer rec(model(), mona::nn::SearchOptions{});
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    std::vector<std::unique_ptr<mona::stream::Stream>> owned;
+    std::vector<mona::stream::Stream*> streams;
+    for (int k = 0; k < S; ++k) {
+      owned.push_back(rec.create_stream());
+      streams.push_back(owned.back().get());
+    }
+    const size_t n = audio(0).size();
+    for (size_t at = 0; at < n; at += kChunk) {
+      const size_t len = std::min(kChunk, n - at);
+      for (int k = 0; k < S; ++k) rec.accept_waveform(*streams[k], audio(k).data() + at, len, kRate);
+      if (together) {
+        rec.decode_streams(streams);
+      } else {
+        for (auto* s : streams) {
+          while (rec.is_ready(*s)) rec.decode(*s);
+        }
+      }
+    }
+    for (auto* s : streams) rec.input_finished(*s);
+    if (together) {
+      rec.decode_streams(streams);
+    } else {
+      for (auto* s : streams) {
+        while (rec.is_ready(*s)) rec.decode(*s);
+      }
+    }
+    tokens = 0;
+    for (auto* s : streams) tokens += static_cast<int64_t>(rec.result(*s).tokens.size());
+  }
+  state.counters["x_realtime"] = benchmark::Counter(S * kSeconds, benchmark::Counter::kIsIterationInvariantRate);
+  const std::string mode = together ? "decode_streams" : "one_by_one";
+  g_points[mode + "/" + std::to_string(S)] = {mode, S, tokens};
+}
+
+void bm_together(benchmark::State& state) { run(state, true); }
+void bm_one_by_one(benchmark::State& state) { run(state, false); }
+
+class CsvReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Row {
+    Point point;
+    double real_ns = 0;
+  };
+  std::vector<Row> rows;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      if (g_config.reps > 1 && !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min")) continue;
+      const std::string name = r.run_name.function_name;  // streams/<mode>
+      const std::string mode = name.substr(name.find('/') + 1);
+      const std::string key = mode + "/" + r.run_name.args;
+      auto it = g_points.find(key);
+      if (it == g_points.end()) continue;
+      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
+      rows.push_back({it->second, r.GetAdjustedRealTime() * to_ns});
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") g_config.quick = true;
+    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
+    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
+    else rest.push_back(argv[i]);
+  }
+  if (g_config.quick) g_config.reps = 1;
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  for (auto [name, fn] : {std::pair{"streams/decode_streams", &bm_together}, std::pair{"streams/one_by_one", &bm_one_by_one}}) {
+    auto* b = benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond)->UseRealTime();
+    if (g_config.quick) {
+      b->Arg(1)->Arg(8)->Iterations(1);
+    } else {
+      b->Arg(1)->Arg(8)->Arg(32);
+    }
+    if (g_config.reps > 1) {
+      b->Repetitions(g_config.reps)->ReportAggregatesOnly(true);
+      b->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+    }
+  }
+  CsvReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::ofstream csv(g_config.csv);
+  if (!csv) {
+    std::fprintf(stderr, "mona_bench_streams: cannot write %s\n", g_config.csv.c_str());
+    return 1;
+  }
+  csv << "mode,streams,audio_s,tokens,threads,reps,real_ns,x_realtime\n";
+  csv.precision(6);
+  for (const auto& r : reporter.rows) {
+    const Point& p = r.point;
+    csv << p.mode << ',' << p.streams << ',' << p.streams * kSeconds << ',' << p.tokens << ",1," << g_config.reps
+        << ',' << r.real_ns << ',' << p.streams * kSeconds * 1e9 / r.real_ns << '\n';
+  }
+  std::printf("mona_bench_streams: wrote %zu rows to %s\n", reporter.rows.size(), g_config.csv.c_str());
+  return 0;
+}
