@@ -18,6 +18,9 @@ full_pkgs=(
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
   libcli11-dev
+  # The Python binding (python/, `make python`): Debian's interpreter with the same torch
+  # build as libtorch-dev, pybind11 and the headers to build the extension, pytest for its tests.
+  python3-dev python3-torch pybind11-dev python3-pytest
 )
 
 want=("${core_pkgs[@]}")
