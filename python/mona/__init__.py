@@ -29,6 +29,7 @@ except ImportError as e:  # the extension is built by `make python` (README)
         f"against (Debian: /usr/bin/python3). Cause: {e}") from e
 
 from ._C import ArgumentError, DataError  # noqa: E402
+ArgumentError.__module__ = DataError.__module__ = "mona"
 from . import functional  # noqa: E402
 from . import nn  # noqa: E402
 from .functional import (  # noqa: E402
