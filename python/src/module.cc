@@ -11,11 +11,15 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
 
+#include <torch/autograd.h>
+
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mona/core/error.h"
+#include "mona/nn/functional.h"
 #include "mona/stream/stream.h"
 #include "mona/train/trainer.h"
 
@@ -65,6 +69,23 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(data_error.ptr(), e.what());
     }
   });
+
+  // The C++ call that bench/python/bench_alignment.py compares the Python call with, in the
+  // same process: mona::nn::monotonic_alignment forward and torch::autograd::grad backward
+  // (as bench/train.cc times it), `reps` times; returns the seconds of each.
+  m.def("_time_monotonic_alignment_cpp",
+        [](const at::Tensor& p, const at::Tensor& grad, int64_t reps) {
+          std::vector<double> seconds;
+          for (int64_t r = 0; r < reps; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const at::Tensor alpha = mona::nn::monotonic_alignment(p);
+            const auto g = torch::autograd::grad({alpha}, {p}, {grad});
+            seconds.push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          }
+          return seconds;
+        },
+        py::arg("p"), py::arg("grad"), py::arg("reps"), py::call_guard<py::gil_scoped_release>());
 
   py::class_<StreamResult>(m, "StreamResult")
       .def_readonly("token_ids", &StreamResult::tokens)
