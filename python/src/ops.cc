@@ -400,6 +400,26 @@ struct SoftmaxAutograd : torch::autograd::Function<SoftmaxAutograd> {
   }
 };
 
+// The Autograd kernel of the backward operators: they are first order (mona's backward
+// passes have no backward of their own), so differentiating through them (create_graph=True,
+// double backward) raises instead of returning gradients that silently lack the second-order
+// terms. Otherwise the call goes on below autograd to the backend's kernel.
+void first_order_only(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  if (at::GradMode::is_enabled()) {
+    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+      const c10::IValue& v = (*stack)[i];
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) {
+        C10_THROW_ERROR(NotImplementedError,
+                        op.schema().name() + ": mona's backward passes are first order: "
+                        "double backward (create_graph=True through this operator) is not implemented");
+      }
+    }
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  op.callBoxed(stack);
+}
+
 Tensor monotonic_alignment_autograd(const Tensor& p, const OptTensor& in_lens,
                                     const OptTensor& out_lens, const OptTensor& alpha0) {
   return MonotonicAlignmentAutograd::apply(p, in_lens, out_lens, alpha0);
@@ -630,6 +650,11 @@ TORCH_LIBRARY_IMPL(mona, CPU, m) {
 }
 
 TORCH_LIBRARY_IMPL(mona, Autograd, m) {
+  for (const char* name : {"monotonic_alignment_backward", "monotonic_alignment_step_backward",
+                           "mocha_chunkwise_backward", "matcha_chunkwise_backward",
+                           "masked_softmax_backward"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&mp::first_order_only>());
+  }
   m.impl("monotonic_alignment", &mp::monotonic_alignment_autograd);
   m.impl("monotonic_alignment_step", &mp::monotonic_alignment_step_autograd);
   m.impl("mocha_chunkwise", &mp::mocha_chunkwise_autograd);

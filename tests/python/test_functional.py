@@ -142,6 +142,10 @@ def test_cb_samplers(sampler):
     g1, = torch.autograd.grad(total.sum(), x)
     g2, = torch.autograd.grad(ref.sum(), x)
     torch.testing.assert_close(g1, g2, rtol=0, atol=1e-12)
+    # gradcheck of the step log-probabilities of the draw (the draw itself is fixed by the
+    # seed; a perturbation of 1e-6 would change it only if a uniform fell that close to a
+    # threshold, which these seeds do not)
+    assert gradcheck(lambda x: mona.cb_sample(x, K, sampler, seed=5, in_lens=IN).step_log_probs, (x,))
     if sampler == "bb":   # positions: the highs in increasing order
         for r in range(3):
             assert s.positions[r, :K[r]].tolist() == torch.nonzero(s.b[r]).flatten().tolist()
@@ -250,6 +254,16 @@ def test_exact_recurrence_and_empty_inputs():
     z = F.monotonic_alignment(p, torch.tensor([0]), torch.tensor([3]))
     assert torch.all(z == 0)
     assert F.monotonic_alignment(torch.zeros(0, 3, 4, dtype=D)).shape == (0, 3, 4)
+
+
+def test_double_backward_raises_instead_of_dropping_terms():
+    p = leaf(random_p((2, 3, 5)))
+    alpha = F.monotonic_alignment(p)
+    # create_graph=True would need the backward of the backward pass: refused, not wrong
+    with pytest.raises(NotImplementedError, match="first order"):
+        torch.autograd.grad(alpha.pow(2).sum(), p, create_graph=True)
+    g, = torch.autograd.grad(alpha.pow(2).sum(), p)  # first order as usual
+    assert g.shape == p.shape
 
 
 def test_inference_mode_runs_the_cpu_kernels():
