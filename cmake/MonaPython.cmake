@@ -8,8 +8,8 @@
 # Debian's python3-torch and libtorch-dev are one build), and libtorch_python, which carries
 # the Tensor conversion between C++ and Python, is taken from that torch's lib/ folder.
 function(mona_python_unavailable why)
-  if(MONA_BUILD_PYTHON STREQUAL "ON")
-    message(FATAL_ERROR "MONA_BUILD_PYTHON=ON: ${why}")
+  if(NOT MONA_BUILD_PYTHON STREQUAL "AUTO")
+    message(FATAL_ERROR "MONA_BUILD_PYTHON=${MONA_BUILD_PYTHON}: ${why}")
   endif()
   message(STATUS "Python binding not built (MONA_BUILD_PYTHON=AUTO): ${why}")
 endfunction()
