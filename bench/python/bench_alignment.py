@@ -12,9 +12,10 @@ Times forward + backward of the expected alignment of hard monotonic attention (
           writes it (cp = exclusive cumprod of 1 - p as exp(cumsum(log(clamp(1 - p, 1e-10,
           1)))), alpha_i = p_i cp cumsum(alpha_{i-1} / clamp(cp, 1e-10, 1))), autograd.
 
-The three are interleaved round by round (one call of each per round, after warm-up calls),
-so that load on a shared machine affects them alike; the report gives the median time of
-each and the ratios of the medians, measured in the same run (DESIGN sec. 6).
+The Python and C++ calls alternate, one of each per round (after warm-up calls), so that
+load on a shared machine affects them alike; the slow ATen form runs in rounds of its own
+after them (--aten-rounds). The report gives the median and the minimum time of each and the
+ratios, measured in the same run (DESIGN sec. 6).
 
 Usage: PYTHONPATH=python /usr/bin/python3 bench/python/bench_alignment.py [--shape B U T]
        [--rounds N] [--threads N] [--dtype float32|float64]
@@ -38,7 +39,7 @@ def closed_form(p):
     prev[:, 0] = 1
     rows = []
     for i in range(U):
-        pi = p[:, i]
+        pi = p.select(1, i)  # as bench/train.cc (indexing p[:, i] records a slice too)
         log_cp = torch.cumsum(torch.log(torch.clamp(1 - pi, 1e-10, 1)), dim=1)
         cp = torch.exp(torch.cat([torch.zeros(B, 1, dtype=p.dtype), log_cp[:, :-1]], dim=1))
         a = pi * cp * torch.cumsum(prev / torch.clamp(cp, 1e-10, 1), dim=1)
@@ -50,7 +51,8 @@ def closed_form(p):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", type=int, nargs=3, default=[32, 100, 500])
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--aten-rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     args = ap.parse_args()
@@ -81,17 +83,20 @@ def main():
         f()
     times = {k: [] for k in calls}
     for _ in range(args.rounds):
-        for k, f in calls.items():
-            times[k].append(f())
+        for k in ("python", "c++"):
+            times[k].append(calls[k]())
+    for _ in range(args.aten_rounds):
+        times["aten"].append(aten_call())
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"expected alignment fwd+bwd, [{B}, {U}, {T}] {args.dtype}, {args.threads} thread(s), "
-          f"{args.rounds} interleaved rounds, torch {torch.__version__}, "
+          f"{args.rounds} interleaved rounds (aten {args.aten_rounds}), torch {torch.__version__}, "
           f"load {os.getloadavg()[0]:.1f}")
     for k in calls:
         print(f"  {k:7s} median {1e3 * med[k]:8.2f} ms   (min {1e3 * min(times[k]):.2f}, "
               f"max {1e3 * max(times[k]):.2f})")
-    print(f"  python / c++ = {med['python'] / med['c++']:.3f}   "
-          f"(per-call overhead {1e6 * (med['python'] - med['c++']):.0f} us)")
+    print(f"  python / c++ = {med['python'] / med['c++']:.3f} (medians), "
+          f"{min(times['python']) / min(times['c++']):.3f} (minima); "
+          f"per-call overhead {1e6 * (med['python'] - med['c++']):.0f} us (medians)")
     print(f"  aten / python = {med['aten'] / med['python']:.1f}x   aten / c++ = "
           f"{med['aten'] / med['c++']:.1f}x")
 

@@ -18,7 +18,14 @@ an unreadable or corrupt file raises :class:`DataError` (both an ``OSError`` and
 ``RuntimeError``).
 """
 
-import torch  # noqa: F401  (loads LibTorch before the extension, which links it)
+try:
+    import torch  # noqa: F401  (loads LibTorch before the extension, which links it)
+except ImportError as e:
+    import sys as _sys
+    raise ImportError(
+        f"mona needs PyTorch, and {_sys.executable} cannot import torch: use the Python that "
+        "mona's extension was built against (Debian: /usr/bin/python3 with python3-torch). "
+        f"Cause: {e}") from e
 
 try:
     from . import _C
