@@ -11,6 +11,7 @@
 #             every op x implementation x case was measured.
 #  decode.csv every online decoding point emitted tokens and inspected at least as many
 #             memory entries as it emitted, with a positive time.
+#  features.csv  both modes (offline, online_10ms) computed frames at a positive speed.
 set -eu
 dir=${1:?usage: check-smoke.sh DIR}
 for f in train.csv decode.csv; do
@@ -47,4 +48,16 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     if ($col["real_ns"] + 0 <= 0) { print "check-smoke: " where ": no time measured"; bad = 1 }
   }
   END { if (n == 0) { print "check-smoke: decode.csv has no grid rows"; bad = 1 } exit bad }' "$dir/decode.csv"
-echo "check-smoke: $dir: train.csv and decode.csv pass"
+[ -s "$dir/features.csv" ] || { echo "check-smoke: $dir/features.csv is missing or empty" >&2; exit 1; }
+awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+  {
+    seen[$col["mode"]] = 1
+    where = "features.csv line " NR " (" $col["mode"] ")"
+    if ($col["frames"] + 0 <= 0) { print "check-smoke: " where ": no frames"; bad = 1 }
+    if ($col["x_realtime"] + 0 <= 0) { print "check-smoke: " where ": no speed measured"; bad = 1 }
+  }
+  END {
+    if (!("offline" in seen) || !("online_10ms" in seen)) { print "check-smoke: features.csv lacks offline or online_10ms"; bad = 1 }
+    exit bad
+  }' "$dir/features.csv"
+echo "check-smoke: $dir: train.csv, decode.csv and features.csv pass"

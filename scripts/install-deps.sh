@@ -12,12 +12,18 @@ core_pkgs=(
   libbenchmark-dev
   # mona_data_train (torch-free, always built): YAML configs, JSONL logs, PNG plots.
   libyaml-cpp-dev nlohmann-json3-dev libcairo2-dev
+  # mona_audio (torch-free): audio files, resampling, FFTs; its tests read the LibriVox and
+  # `cards` recordings of pocketsphinx-testdata (scripts/make-fbank-reference.py, which
+  # regenerates their reference values, also needs python3-torchaudio and espeak-ng).
+  libsndfile1-dev libsoxr-dev libfftw3-dev pocketsphinx-testdata
 )
 full_pkgs=(
   # LibTorch (CPU). Without an optimised BLAS, Debian's libtorch falls back to the
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
   libcli11-dev
+  # scripts/measure-stream-memory.sh: GNU time for the peak resident memory
+  time
   # The Python binding (python/, `make python`): Debian's interpreter with the same torch
   # build as libtorch-dev, pybind11 and the headers to build the extension, pytest for its tests.
   python3-dev python3-torch pybind11-dev python3-pytest

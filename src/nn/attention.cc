@@ -208,22 +208,43 @@ void reset_fields(HardStepOutput& out) {
 // OnlineMemory
 
 at::Tensor OnlineMemory::values() const {
-  return values_.defined() ? values_.narrow(0, 0, size_) : at::Tensor();
+  return values_.defined() ? values_.narrow(0, row(released_), size_ - released_) : at::Tensor();
 }
 at::Tensor OnlineMemory::keys() const {
-  return keys_.defined() ? keys_.narrow(0, 0, size_) : at::Tensor();
+  return keys_.defined() ? keys_.narrow(0, row(released_), size_ - released_) : at::Tensor();
 }
 at::Tensor OnlineMemory::chunk_keys() const {
-  return chunk_keys_.defined() ? chunk_keys_.narrow(0, 0, size_) : at::Tensor();
+  return chunk_keys_.defined() ? chunk_keys_.narrow(0, row(released_), size_ - released_) : at::Tensor();
 }
 
 void OnlineMemory::reset() {
   size_ = 0;
+  base_ = 0;
+  released_ = 0;
   finished_ = false;
+}
+
+void OnlineMemory::release_before(int64_t position) {
+  released_ = std::max(released_, std::min(position, size_));
+  const int64_t dropped = released_ - base_, kept = size_ - released_;
+  if (dropped < std::max<int64_t>(16, kept)) return;  // amortised: move once per doubling
+  // Move rows [dropped, dropped + kept) to the front; the source and target may overlap,
+  // hence memmove on the raw storage rather than a tensor copy.
+  auto shift = [&](at::Tensor& buf) {
+    if (!buf.defined() || kept == 0) return;
+    const size_t row_bytes = static_cast<size_t>(buf.size(1)) * buf.element_size();
+    auto* p = static_cast<char*>(buf.data_ptr());
+    std::memmove(p, p + static_cast<size_t>(dropped) * row_bytes, static_cast<size_t>(kept) * row_bytes);
+  };
+  shift(values_);
+  shift(keys_);
+  shift(chunk_keys_);
+  base_ = released_;
 }
 
 void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Tensor& ck) {
   const int64_t n = v.size(0);
+  const int64_t stored = size_ - base_;
   auto grow = [&](at::Tensor& buf, const at::Tensor& x) {
     if (!x.defined()) return;
     const int64_t cap = buf.defined() ? buf.size(0) : 0;
@@ -231,12 +252,12 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
       MONA_CHECK(size_ == 0, "OnlineMemory: frames changed dtype or size mid-stream: got ",
                   x.scalar_type(), " ", x.sizes());
       buf = at::empty({std::max<int64_t>(16, n), x.size(1)}, x.options());
-    } else if (size_ + n > cap) {
-      at::Tensor bigger = at::empty({std::max(2 * cap, size_ + n), x.size(1)}, x.options());
-      bigger.narrow(0, 0, size_).copy_(buf.narrow(0, 0, size_));
+    } else if (stored + n > cap) {
+      at::Tensor bigger = at::empty({std::max(2 * cap, stored + n), x.size(1)}, x.options());
+      bigger.narrow(0, 0, stored).copy_(buf.narrow(0, 0, stored));
       buf = bigger;
     }
-    buf.narrow(0, size_, n).copy_(x);
+    buf.narrow(0, stored, n).copy_(x);
   };
   grow(values_, v);
   grow(keys_, k);
@@ -343,6 +364,8 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     // op per step.
     const int64_t dk = memory.key_dim_;
     const int64_t n = memory.size();
+    MONA_CHECK(state.resume >= memory.first(), "Attention::hard_step: state: the scan resumes at memory entry ",
+               state.resume, ", released already (the memory holds entries from ", memory.first(), " on)");
     const int64_t ahead = std::min<int64_t>(dk * static_cast<int64_t>(elementSize(memory.dtype_)),
                                             kPrefetchBytes);
     AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
@@ -350,8 +373,8 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
       // The scan reads the keys row after row: each energy first asks for the head of the
       // next row, so a memory that is not in cache costs bandwidth, not latency.
       auto energy_at = [&](int64_t j, auto&& score) {
-        if (j + 1 < n) prefetch(kp + (j + 1) * dk, ahead);
-        return score(kp + j * dk);
+        if (j + 1 < n) prefetch(kp + memory.row(j + 1) * dk, ahead);
+        return score(kp + memory.row(j) * dk);
       };
       if (so.sample) {
         r = core::monotonic_scan(
@@ -394,7 +417,7 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
         output_tensor(out.weights, 1, memory.dtype_);
         out.begin = r.index;
         AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_context", [&] {
-          const scalar_t* row = static_cast<const scalar_t*>(memory.values_data_) + r.index * dh;
+          const scalar_t* row = static_cast<const scalar_t*>(memory.values_data_) + memory.row(r.index) * dh;
           std::copy(row, row + dh, output_data<scalar_t>(out.context));
           *output_data<scalar_t>(out.weights) = scalar_t(1);
         });
@@ -419,6 +442,8 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   const EnergyScorer scorer = energy->scorer(query);
   // The buffers themselves (rows [0, size) are valid), not narrowed views: no tensor op.
   const bool chunk_keys = energy == chunk_energy();
+  MONA_CHECK(begin >= memory.first(), "Attention::hard_step: the chunk starts at memory entry ", begin,
+             ", released already (the memory holds entries from ", memory.first(), " on)");
   const int64_t n = end - begin + 1;
   const int64_t dk = chunk_keys ? memory.chunk_key_dim_ : memory.key_dim_;
   const int64_t dh = memory.value_dim_;
@@ -434,7 +459,7 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
   AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "chunk_context", [&] {
     const scalar_t* kp = static_cast<const scalar_t*>(
         chunk_keys ? memory.chunk_keys_data_ : memory.keys_data_);
-    for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + (begin + k) * dk);
+    for (int64_t k = 0; k < n; ++k) u[k] = scorer(kp + memory.row(begin + k) * dk);
     core::chunk_softmax(u.data(), 0, n - 1, w.data());
     const scalar_t* vp = static_cast<const scalar_t*>(memory.values_data_);
     scalar_t* cp = output_data<scalar_t>(out.context);
@@ -443,7 +468,7 @@ void Attention::chunk_context(const at::Tensor& query, const OnlineMemory& memor
     for (int64_t k = 0; k < n; ++k) {
       const scalar_t wk = static_cast<scalar_t>(w[k]);
       wp[k] = wk;
-      const scalar_t* row = vp + (begin + k) * dh;
+      const scalar_t* row = vp + memory.row(begin + k) * dh;
       for (int64_t d = 0; d < dh; ++d) cp[d] += wk * row[d];
     }
   });

@@ -382,6 +382,15 @@ void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& m
   out = std::move(step);
 }
 
+int64_t GmmAttention::first_needed(const HardState& state) const {
+  if (window_.window != core::GmmWindow::kFixed || !state.extension) return 0;
+  const auto* s = dynamic_cast<const GmmHardState*>(state.extension.get());
+  if (s == nullptr || s->cursors.empty()) return 0;
+  int64_t gamma = s->cursors[0].gamma;
+  for (const auto& c : s->cursors) gamma = std::min(gamma, c.gamma);
+  return std::max<int64_t>(0, gamma - core::gmm_fixed_half_width(window_.width));
+}
+
 HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,
                                        GmmHardState& state) {
   const char* fn = "GmmAttention::hard_step";
@@ -417,7 +426,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   if (n > pos.frames) {
     at::Tensor logits;
     if (source_aware_) {
-      logits = memory.keys().narrow(0, pos.frames, n - pos.frames).to(at::kDouble).contiguous();
+      logits = memory.keys().narrow(0, pos.frames - memory.first(), n - pos.frames).to(at::kDouble).contiguous();
     }
     for (int64_t h = 0; h < H; ++h) {
       auto& nu = pos.nu[h];
@@ -491,7 +500,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   out.weights = w.to(vopt.dtype());
   out.begin = begin;
   out.index = end - 1;
-  out.context = end > begin ? torch::matmul(out.weights, values.narrow(0, begin, end - begin))
+  out.context = end > begin ? torch::matmul(out.weights, values.narrow(0, begin - memory.first(), end - begin))
                             : torch::zeros({options_.memory_dim}, vopt);
   return out;
 }

@@ -76,6 +76,13 @@ const Hypothesis& OnlineSearch::best() const {
                            [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });
 }
 
+int64_t OnlineSearch::first_needed(const Attention& attention, const OnlineMemory& memory) const {
+  if (done_) return memory.size();
+  int64_t first = memory.size();
+  for (const Hypothesis& h : live_) first = std::min(first, attention.first_needed(h.state.attention));
+  return first;
+}
+
 bool OnlineSearch::advance(Decoder& decoder, const OnlineMemory& memory) {
   MONA_CHECK(!live_.empty() || done_, "OnlineSearch::advance: reset() was not called");
   if (done_) return false;

@@ -23,18 +23,28 @@ int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
 
 void ModelOptions::validate() const {
   const char* w = "ModelOptions";
-  MONA_CHECK(input_kind == "symbols" || input_kind == "features", w,
-              ": input_kind must be \"symbols\" or \"features\", got \"", input_kind, "\"");
+  MONA_CHECK(input_kind == "symbols" || input_kind == "features" || input_kind == "audio", w,
+              ": input_kind must be \"symbols\", \"features\" or \"audio\", got \"", input_kind, "\"");
   if (input_kind == "symbols") {
     MONA_CHECK(input_vocab > 0, w, ": input_vocab must be > 0 for symbol inputs, got ", input_vocab);
     MONA_CHECK(embedding_dim > 0, w, ": embedding_dim must be > 0, got ", embedding_dim);
   } else {
+    if (input_kind == "audio") {
+      features.validate();
+      MONA_CHECK(feature_dim == features.num_bins(), w, ": feature_dim must equal features.num_bins() = ",
+                 features.num_bins(), " for audio inputs, got ", feature_dim);
+    }
     MONA_CHECK(feature_dim > 0, w, ": feature_dim must be > 0 for feature inputs, got ", feature_dim);
     MONA_CHECK(conv_channels > 0, w, ": conv_channels must be > 0, got ", conv_channels);
   }
   MONA_CHECK(encoder_layers >= 1, w, ": encoder_layers must be >= 1, got ", encoder_layers);
   MONA_CHECK(encoder_hidden > 0, w, ": encoder_hidden must be > 0, got ", encoder_hidden);
   MONA_CHECK(projection_dim >= 0, w, ": projection_dim must be >= 0, got ", projection_dim);
+  MONA_CHECK(time_reduction_layers >= 0 && time_reduction_layers < encoder_layers, w,
+             ": time_reduction_layers must lie in [0, encoder_layers = ", encoder_layers, "), got ",
+             time_reduction_layers);
+  MONA_CHECK(time_reduction_layers == 0 || !bidirectional, w,
+             ": time_reduction_layers must be 0 with a bidirectional encoder, got ", time_reduction_layers);
   MONA_CHECK(lookahead >= 0, w, ": lookahead must be >= 0, got ", lookahead);
   MONA_CHECK(lookahead == 0 || !bidirectional, w, ": lookahead must be 0 with a bidirectional encoder "
               "(it already sees the whole input), got ", lookahead);
@@ -67,6 +77,8 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
     conv2 = register_module("conv2", conv(o.conv_channels, o.conv_channels));
     bn2 = register_module("bn2", torch::nn::BatchNorm2d(o.conv_channels));
     in_dim = o.conv_channels * conv_out(conv_out(o.feature_dim));
+    feature_mean_ = register_buffer("feature_mean", torch::zeros({o.feature_dim}));
+    feature_inv_std_ = register_buffer("feature_inv_std", torch::ones({o.feature_dim}));
   }
   in_dim *= o.lookahead + 1;
   for (int64_t l = 0; l < o.encoder_layers; ++l) {
@@ -84,17 +96,45 @@ Encoder::Encoder(const ModelOptions& o) : options_(o) {
 }
 
 int64_t Encoder::subsampling() const {
-  return options_.input_kind == "symbols" ? 1 : kConvStride * kConvStride;
+  return (options_.input_kind == "symbols" ? 1 : kConvStride * kConvStride) << options_.time_reduction_layers;
+}
+
+int64_t Encoder::last_input_of(int64_t m) const {
+  const int64_t kept = m << options_.time_reduction_layers;  // the front-end output entry m keeps
+  if (options_.input_kind == "symbols") return kept;
+  return (kept + 1) * kConvStride * kConvStride - 1;
+}
+
+at::Tensor Encoder::normalize(const at::Tensor& frames) const {
+  if (!feature_mean_.defined()) return frames;
+  return (frames - feature_mean_.to(frames.scalar_type())) * feature_inv_std_.to(frames.scalar_type());
+}
+
+void Encoder::set_normalization(const at::Tensor& mean, const at::Tensor& inv_std) {
+  const char* fn = "Encoder::set_normalization";
+  MONA_CHECK(feature_mean_.defined(), fn, ": a symbols model has no feature normalisation");
+  MONA_CHECK(mean.defined() && mean.dim() == 1 && mean.size(0) == options_.feature_dim, fn,
+             ": mean: expected [F = ", options_.feature_dim, "], got ", mean.defined() ? mean.sizes() : at::IntArrayRef{});
+  MONA_CHECK(inv_std.defined() && inv_std.dim() == 1 && inv_std.size(0) == options_.feature_dim, fn,
+             ": inv_std: expected [F = ", options_.feature_dim, "], got ",
+             inv_std.defined() ? inv_std.sizes() : at::IntArrayRef{});
+  torch::NoGradGuard no_grad;
+  feature_mean_.copy_(mean);
+  feature_inv_std_.copy_(inv_std);
 }
 
 int64_t Encoder::output_length(int64_t T) const {
-  if (options_.input_kind == "symbols") return options_.append_eos ? T + 1 : T;
-  return conv_out(conv_out(T));
+  int64_t n = options_.input_kind == "symbols" ? (options_.append_eos ? T + 1 : T) : conv_out(conv_out(T));
+  for (int64_t l = 0; l < options_.time_reduction_layers; ++l) n = (n + 1) / 2;
+  return n;
 }
 
 at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
   const int64_t T = x.size(1);
   for (size_t l = 0; l < lstms_.size(); ++l) {
+    if (l > 0 && static_cast<int64_t>(l) <= options_.time_reduction_layers) {
+      x = x.slice(1, 0, x.size(1), 2);  // time reduction after layer l - 1: keep 0, 2, 4, ..
+    }
     if (options_.bidirectional) {
       auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths.clamp_min(1), true, false);
       auto out = std::get<0>(lstms_[l]->forward_with_packed_input(packed));
@@ -138,7 +178,7 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     auto time_mask = [](const at::Tensor& l, int64_t n, const at::TensorOptions& opt) {
       return (torch::arange(n, torch::kLong).unsqueeze(0) < l.unsqueeze(1)).to(opt.dtype());
     };
-    x = inputs * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
+    x = normalize(inputs) * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
     x = torch::relu(bn1(conv1(x.unsqueeze(1))));                    // [B, C, T1, F1]
     const at::Tensor l1 = (lens - 1).div(2, "floor") + 1;
     const at::Tensor l1z = torch::where(lens > 0, l1, torch::zeros_like(l1));
@@ -148,7 +188,9 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     x = x.permute({0, 2, 1, 3}).reshape({x.size(0), x.size(2), -1});
   }
   if (options_.lookahead > 0) x = widen(x, out_lens);
-  return {run_layers(x, out_lens), out_lens};
+  at::Tensor memory = run_layers(x, out_lens);
+  for (int64_t l = 0; l < options_.time_reduction_layers; ++l) out_lens = (out_lens + 1).div(2, "floor");
+  return {memory, out_lens};
 }
 
 at::Tensor Encoder::widen(const at::Tensor& x, const at::Tensor& lengths) const {
@@ -167,7 +209,8 @@ at::Tensor Encoder::conv1_frame(const EncoderStream& s, int64_t k, int64_t T) {
   const int64_t F = options_.feature_dim;
   std::vector<at::Tensor> rows;
   for (int64_t t = 2 * k - 1; t <= 2 * k + 1; ++t) {
-    rows.push_back(t >= 0 && t < T ? s.raw_frames[t] : torch::zeros({F}, s.raw_frames[0].options()));
+    rows.push_back(t >= 0 && t < T ? s.raw_frames[static_cast<size_t>(t - s.raw_first)]
+                                   : torch::zeros({F}, s.raw_frames.front().options()));
   }
   auto window = torch::stack(rows).view({1, 1, 3, F});
   auto y = torch::conv2d(window, conv1->weight, conv1->bias, at::IntArrayRef({1, 2}), at::IntArrayRef({0, 1}));
@@ -175,17 +218,17 @@ at::Tensor Encoder::conv1_frame(const EncoderStream& s, int64_t k, int64_t T) {
 }
 
 at::Tensor Encoder::conv2_frame(const EncoderStream& s, int64_t m, int64_t T1) {
-  const auto& ref = s.conv1_frames[0];
+  const auto& ref = s.conv1_frames.front();
   std::vector<at::Tensor> rows;
   for (int64_t t = 2 * m - 1; t <= 2 * m + 1; ++t) {
-    rows.push_back(t >= 0 && t < T1 ? s.conv1_frames[t] : torch::zeros_like(ref));
+    rows.push_back(t >= 0 && t < T1 ? s.conv1_frames[static_cast<size_t>(t - s.conv1_first)] : torch::zeros_like(ref));
   }
   auto window = torch::stack(rows, 1).unsqueeze(0);  // [1, C, 3, F1]
   auto y = torch::conv2d(window, conv2->weight, conv2->bias, at::IntArrayRef({1, 2}), at::IntArrayRef({0, 1}));
   return torch::relu(bn2(y)).reshape({-1});  // [C * F2], channel-major as in forward()
 }
 
-at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool finished) {
+std::vector<at::Tensor> Encoder::stream_front_end(EncoderStream& s, const at::Tensor& inputs, bool finished) {
   const char* fn = "Encoder::stream";
   MONA_CHECK(!s.finished, fn, ": the stream is already finished");
   MONA_CHECK(!is_training(), fn, ": call eval() before streaming");
@@ -213,17 +256,20 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
     }
   } else {
     if (inputs.defined()) {
-      for (int64_t t = 0; t < inputs.size(0); ++t) s.raw_frames.push_back(inputs[t].clone());
+      const at::Tensor frames = normalize(inputs);
+      for (int64_t t = 0; t < frames.size(0); ++t) s.raw_frames.push_back(frames[t].clone());
+      s.raw_total += inputs.size(0);
     }
-    const int64_t T = static_cast<int64_t>(s.raw_frames.size());
+    const int64_t T = s.raw_total;
     const int64_t T1_final = conv_out(T);
     while (true) {  // first conv layer frames whose receptive field is complete
-      const int64_t k = static_cast<int64_t>(s.conv1_frames.size());
+      const int64_t k = s.conv1_total;
       const bool ready = finished ? k < T1_final : 2 * k + 1 < T;
       if (!ready) break;
       s.conv1_frames.push_back(conv1_frame(s, k, finished ? T : T + 1));
+      ++s.conv1_total;
     }
-    const int64_t T1 = static_cast<int64_t>(s.conv1_frames.size());
+    const int64_t T1 = s.conv1_total;
     const int64_t T2_final = conv_out(T1_final);
     while (true) {
       const int64_t m = s.conv2_done;
@@ -231,6 +277,16 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
       if (!ready) break;
       layer_in.push_back(conv2_frame(s, m, finished ? T1 : T1 + 1));
       ++s.conv2_done;
+    }
+    // Drop what no later output reads: conv1 output k reads frames 2k - 1 .. 2k + 1, conv2
+    // output m reads conv1 outputs 2m - 1 .. 2m + 1.
+    while (!s.raw_frames.empty() && s.raw_first < 2 * s.conv1_total - 1) {
+      s.raw_frames.pop_front();
+      ++s.raw_first;
+    }
+    while (!s.conv1_frames.empty() && s.conv1_first < 2 * s.conv2_done - 1) {
+      s.conv1_frames.pop_front();
+      ++s.conv1_first;
     }
   }
   if (options_.lookahead > 0) {  // row t leaves once row t + k has arrived (or the input ends)
@@ -245,6 +301,11 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
       q.erase(q.begin());
     }
   }
+  return layer_in;
+}
+
+at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool finished) {
+  std::vector<at::Tensor> layer_in = stream_front_end(s, inputs, finished);
   if (options_.bidirectional) {  // offline only: wait for the whole input
     for (auto& r : layer_in) s.pending_inputs.push_back(r);
     if (!finished || s.pending_inputs.empty()) return torch::zeros({0, output_dim_});
@@ -253,25 +314,73 @@ at::Tensor Encoder::stream(EncoderStream& s, const at::Tensor& inputs, bool fini
     return run_layers(x, lens)[0];
   }
   std::vector<at::Tensor> out;
-  if (s.h.empty()) {
-    s.h.resize(lstms_.size());
-    s.c.resize(lstms_.size());
-  }
   for (auto& row : layer_in) {  // one element at a time: chunking never changes results
-    at::Tensor x = row.view({1, 1, -1});
-    for (size_t l = 0; l < lstms_.size(); ++l) {
-      torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
-      if (s.h[l].defined()) hx = std::make_tuple(s.h[l], s.c[l]);
-      auto res = lstms_[l]->forward(x, hx);
-      x = std::get<0>(res);
-      s.h[l] = std::get<0>(std::get<1>(res));
-      s.c[l] = std::get<1>(std::get<1>(res));
-      if (!projections_.empty()) x = projections_[l]->forward(x);
-    }
-    out.push_back(x.view({-1}));
+    const at::Tensor entry = stream_layers({&s}, {row})[0];
+    if (entry.defined()) out.push_back(entry);
   }
   if (out.empty()) return torch::zeros({0, output_dim_});
   return torch::stack(out);
+}
+
+std::vector<at::Tensor> Encoder::stream_layers(const std::vector<EncoderStream*>& streams,
+                                               const std::vector<at::Tensor>& rows) {
+  MONA_CHECK(!options_.bidirectional, "Encoder::stream_layers: a bidirectional encoder cannot stream");
+  MONA_CHECK(streams.size() == rows.size(), "Encoder::stream_layers: ", streams.size(), " streams but ",
+             rows.size(), " rows");
+  const size_t S = streams.size();
+  std::vector<at::Tensor> out(S);
+  for (EncoderStream* s : streams) {
+    if (s->h.empty()) {
+      s->h.resize(lstms_.size());
+      s->c.resize(lstms_.size());
+    }
+    if (s->layer_outputs.empty()) s->layer_outputs.assign(static_cast<size_t>(options_.time_reduction_layers), 0);
+  }
+  std::vector<size_t> active(S);  // streams whose row is still going up the stack
+  for (size_t k = 0; k < S; ++k) active[k] = k;
+  std::vector<at::Tensor> x(S);
+  for (size_t k = 0; k < S; ++k) x[k] = rows[k].view({1, -1});
+  for (size_t l = 0; l < lstms_.size() && !active.empty(); ++l) {
+    if (l > 0 && static_cast<int64_t>(l) <= options_.time_reduction_layers) {
+      std::vector<size_t> kept;  // time reduction: odd elements of each stream stop here
+      for (size_t k : active) {
+        if (streams[k]->layer_outputs[l - 1]++ % 2 == 0) kept.push_back(k);
+      }
+      active = std::move(kept);
+      if (active.empty()) break;
+    }
+    // One LSTM step for every active stream: states [1, S', H].
+    std::vector<at::Tensor> xs, hs, cs;
+    bool fresh = true;
+    for (size_t k : active) {
+      xs.push_back(x[k]);
+      fresh = fresh && !streams[k]->h[l].defined();
+    }
+    torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
+    if (!fresh) {
+      for (size_t k : active) {
+        const EncoderStream& s = *streams[k];
+        hs.push_back(s.h[l].defined() ? s.h[l] : torch::zeros({1, 1, options_.encoder_hidden}, xs[0].options()));
+        cs.push_back(s.c[l].defined() ? s.c[l] : torch::zeros({1, 1, options_.encoder_hidden}, xs[0].options()));
+      }
+      hx = std::make_tuple(active.size() == 1 ? hs[0] : torch::cat(hs, 1), active.size() == 1 ? cs[0] : torch::cat(cs, 1));
+    }
+    // batch_first LSTMs: [S', 1, D] (one time step of S' sequences)
+    const at::Tensor in = active.size() == 1 ? xs[0].view({1, 1, -1}) : torch::cat(xs, 0).view({static_cast<int64_t>(active.size()), 1, -1});
+    auto res = lstms_[l]->forward(in, hx);
+    at::Tensor y = std::get<0>(res);
+    const at::Tensor h = std::get<0>(std::get<1>(res)), c = std::get<1>(std::get<1>(res));
+    if (!projections_.empty()) y = projections_[l]->forward(y);
+    for (size_t a = 0; a < active.size(); ++a) {
+      EncoderStream& s = *streams[active[a]];
+      const int64_t i = static_cast<int64_t>(a);
+      s.h[l] = active.size() == 1 ? h : h.narrow(1, i, 1);
+      s.c[l] = active.size() == 1 ? c : c.narrow(1, i, 1);
+      x[active[a]] = active.size() == 1 ? y.view({1, -1}) : y.select(0, i).view({1, -1});
+    }
+  }
+  for (size_t k : active) out[k] = x[k].view({-1});
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -79,9 +79,31 @@ void visit_config(C& c, V& v) {
     v.field("bidirectional", o.bidirectional);
     v.field("lookahead", o.lookahead);
     v.field("projection_dim", o.projection_dim);
+    v.field("time_reduction_layers", o.time_reduction_layers);
     v.field("decoder_embedding_dim", o.decoder_embedding_dim);
     v.field("decoder_hidden", o.decoder_hidden);
     v.field("dropout", o.dropout);
+    v.section("features", [&] {  // audio::FbankOptions (mona/audio/fbank.h), read for input_kind audio
+      auto& f = o.features;
+      v.field("sample_rate", f.sample_rate);
+      v.field("frame_length_ms", f.frame_length_ms);
+      v.field("frame_shift_ms", f.frame_shift_ms);
+      v.field("dither", f.dither);
+      v.field("preemphasis", f.preemphasis);
+      v.field("remove_dc_offset", f.remove_dc_offset);
+      v.field("window", f.window);
+      v.field("blackman_coeff", f.blackman_coeff);
+      v.field("round_to_power_of_two", f.round_to_power_of_two);
+      v.field("num_mel_bins", f.num_mel_bins);
+      v.field("low_freq", f.low_freq);
+      v.field("high_freq", f.high_freq);
+      v.field("energy_floor", f.energy_floor);
+      v.field("use_energy", f.use_energy);
+      v.field("use_log_fbank", f.use_log_fbank);
+      v.field("use_power", f.use_power);
+      v.field("snip_edges", f.snip_edges);
+      v.field("raw_energy", f.raw_energy);
+    });
     v.section("attention", [&] {
       auto& a = o.attention_options;
       v.field("type", o.attention);
@@ -120,6 +142,15 @@ void visit_config(C& c, V& v) {
     v.field("plot_examples", r.plot_examples, Range::at_least(0));
     v.field("length_penalty", r.length_penalty, Range::at_least(0));
     v.field("length_penalty_until", r.length_penalty_until);
+    v.field("normalize_features", r.normalize_features);
+    v.section("spec_augment", [&] {  // audio::SpecAugmentOptions (mona/audio/spec_augment.h)
+      auto& a = r.spec_augment;
+      v.field("num_freq_masks", a.num_freq_masks, Range::at_least(0));
+      v.field("max_freq_mask_bins", a.max_freq_mask_bins, Range::at_least(0));
+      v.field("num_time_masks", a.num_time_masks, Range::at_least(0));
+      v.field("max_time_mask_frames", a.max_time_mask_frames, Range::at_least(0));
+      v.field("max_time_mask_fraction", a.max_time_mask_fraction, Range::in(0, false, 1, false));
+    });
     v.section("optimizer", [&] {
       auto& o = r.optimizer;
       v.field("learning_rate", o.learning_rate, Range::above(0));

@@ -13,7 +13,12 @@
 #include <random>
 #include <sstream>
 
+#include "mona/audio/audio_file.h"
+#include "mona/audio/cmvn.h"
+#include "mona/audio/fbank.h"
+#include "mona/audio/spec_augment.h"
 #include "mona/core/error.h"
+#include "mona/data/manifest.h"
 #include "mona/stream/incremental.h"
 #include "mona/stream/stream.h"
 #include "mona/io/yaml.h"
@@ -33,6 +38,27 @@ std::vector<int64_t> TrainedModel::encode_input(const std::vector<std::string>& 
 
 std::vector<std::string> TrainedModel::decode_output(const std::vector<int64_t>& ids) const {
   return output_vocab.decode(ids);
+}
+
+bool TrainedModel::takes_audio() const { return config.model.input_kind == "audio"; }
+
+at::Tensor TrainedModel::audio_features(const std::string& path) const {
+  const audio::FbankOptions& f = config.model.features;
+  audio::Features x = audio::compute_fbank(f, audio::read_audio(path, f.sample_rate).samples);
+  return torch::from_blob(x.data.data(), {x.num_frames, x.num_bins}, torch::kFloat).clone();
+}
+
+at::Tensor TrainedModel::input_tensor(const std::vector<std::string>& input) const {
+  if (takes_audio()) {
+    detail::check(input.size() == 1, "input_tensor: an audio model reads one audio file, got ", input.size(),
+                  " input tokens");
+    return audio_features(input[0]);
+  }
+  return torch::tensor(input_vocab.encode_or_unk(input), torch::kLong);
+}
+
+std::vector<data::Example> read_examples(const Config& config, const std::string& path) {
+  return config.model.input_kind == "audio" ? data::read_manifest(path) : data::read_tsv(path);
 }
 
 namespace {
@@ -77,6 +103,7 @@ void open_archive(const std::string& path, torch::serialize::InputArchive& archi
 std::shared_ptr<nn::Seq2Seq> build_model(Config& config, const data::Vocabulary& in,
                                          const data::Vocabulary& out) {
   config.model.input_vocab = in.size();
+  if (config.model.input_kind == "audio") config.model.feature_dim = config.model.features.num_bins();
   config.model.output_vocab = out.size();
   return std::make_shared<nn::Seq2Seq>(config.model);
 }
@@ -232,9 +259,13 @@ nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const std::
     detail::check(input_ids[k] >= 0 && input_ids[k] < vocab, "decode_with_expected_alignment: input_ids[", k,
                   "]: expected an id in [0, ", vocab, "), got ", input_ids[k]);
   }
+  return decode_with_expected_alignment(t, torch::tensor(input_ids, torch::kLong), search);
+}
+
+nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const at::Tensor& x,
+                                              const nn::SearchOptions& search) {
   torch::NoGradGuard no_grad;
   t.model->eval();
-  const at::Tensor x = torch::tensor(input_ids, torch::kLong);
   auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
   const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
   return nn::decode_expected(*t.model->decoder, m, search);
@@ -262,17 +293,17 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   }
   for (size_t q = 0; q < n; ++q) {
     const size_t k = n == sets.size() ? q : q * sets.size() / n;
-    const auto ids = t.input_vocab.encode_or_unk(sets[k].input);
+    const at::Tensor x = t.input_tensor(sets[k].input);  // ids [T], or audio frames [T, F]
     std::vector<int64_t> out;
     if (expected_attention) {
-      out = decode_with_expected_alignment(t, ids, search).tokens;
+      out = decode_with_expected_alignment(t, x, search).tokens;
     } else if (search.beam == 0) {  // fed one element at a time, for the latency
-      const auto length = static_cast<int64_t>(ids.size());
-      const auto streamed = stream::recognize_incrementally(recognizer, torch::tensor(ids, torch::kLong));
+      const int64_t length = x.size(0);
+      const auto streamed = stream::recognize_incrementally(recognizer, x);
       out = streamed.result.tokens;
       if (length > 0) r.latency.add(io::latency(streamed.inputs_read, length));
     } else {
-      out = recognizer.recognize(torch::tensor(ids, torch::kLong)).tokens;
+      out = recognizer.recognize(x).tokens;
     }
     r.counts.add(io::score(t.output_vocab.decode(out), sets[k].references));
     ++r.inputs;
@@ -286,7 +317,7 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
 std::vector<float> alignment_weights(const TrainedModel& t, const data::Example& ex) {
   torch::NoGradGuard no_grad;
   t.model->eval();
-  const auto x = torch::tensor(t.input_vocab.encode_or_unk(ex.input), torch::kLong).unsqueeze(0);
+  const auto x = t.input_tensor(ex.input).unsqueeze(0);
   const auto y = torch::tensor(t.output_vocab.encode_or_unk(ex.output), torch::kLong).unsqueeze(0);
   at::Tensor w;
   t.model->loss(x, torch::full({1}, x.size(1), torch::kLong), y, torch::full({1}, y.size(1), torch::kLong),
@@ -296,6 +327,19 @@ std::vector<float> alignment_weights(const TrainedModel& t, const data::Example&
 }
 
 std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input) {
+  if (t.takes_audio()) {  // each entry's time, in seconds, every 10th entry
+    const int64_t frames = t.input_tensor(input).size(0);
+    const int64_t entries = t.model->encoder->output_length(frames);
+    std::vector<std::string> labels(static_cast<size_t>(entries));
+    const double seconds_per_entry = t.model->encoder->subsampling() * t.config.model.features.frame_shift_ms / 1000;
+    for (int64_t m = 0; m < entries; m += 10) {
+      std::ostringstream label;
+      label.precision(3);
+      label << m * seconds_per_entry << "s";
+      labels[static_cast<size_t>(m)] = label.str();
+    }
+    return labels;
+  }
   std::vector<std::string> labels = input;
   if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back(data::kReservedSymbols[data::kEos]);
   return labels;
@@ -308,6 +352,8 @@ namespace {
 
 struct Encoded {
   std::vector<int64_t> input, output;
+  at::Tensor frames;  // audio: log-mel frames [T, F] (input empty)
+  int64_t length() const { return frames.defined() ? frames.size(0) : static_cast<int64_t>(input.size()); }
 };
 
 // The batches of one epoch: shuffled with the epoch's seed, bucketed by input length.
@@ -321,7 +367,7 @@ std::vector<std::vector<size_t>> epoch_batches(const std::vector<Encoded>& data,
   for (size_t s = 0; s < order.size(); s += window) {
     const auto e = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), s + window));
     std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(s), e, [&](size_t a, size_t b) {
-      return data[a].input.size() < data[b].input.size();
+      return data[a].length() < data[b].length();
     });
   }
   std::vector<std::vector<size_t>> batches;
@@ -333,8 +379,24 @@ std::vector<std::vector<size_t>> epoch_batches(const std::vector<Encoded>& data,
   return batches;
 }
 
+// Audio frames of a batch, zero-padded: [B, T, F] and lengths [B].
+std::pair<at::Tensor, at::Tensor> pad_frames(const std::vector<Encoded>& data, const std::vector<size_t>& idx) {
+  int64_t T = 1;
+  for (size_t k : idx) T = std::max(T, data[k].length());
+  const int64_t F = data[idx[0]].frames.size(1);
+  at::Tensor x = torch::zeros({static_cast<int64_t>(idx.size()), T, F}, torch::kFloat);
+  at::Tensor l = torch::zeros({static_cast<int64_t>(idx.size())}, torch::kLong);
+  for (size_t b = 0; b < idx.size(); ++b) {
+    const at::Tensor& f = data[idx[b]].frames;
+    x[static_cast<int64_t>(b)].narrow(0, 0, f.size(0)).copy_(f);
+    l[static_cast<int64_t>(b)] = f.size(0);
+  }
+  return {x, l};
+}
+
 std::pair<at::Tensor, at::Tensor> pad(const std::vector<Encoded>& data, const std::vector<size_t>& idx,
                                       bool outputs) {
+  if (!outputs && data[idx[0]].frames.defined()) return pad_frames(data, idx);
   int64_t T = 0;
   for (size_t k : idx) T = std::max<int64_t>(T, static_cast<int64_t>((outputs ? data[k].output : data[k].input).size()));
   at::Tensor x = torch::zeros({static_cast<int64_t>(idx.size()), std::max<int64_t>(T, 1)}, torch::kLong);
@@ -481,6 +543,13 @@ class TrainingRun {
   }
   // The batch to train on next (a new epoch's batches when the current epoch is done).
   const std::vector<size_t>& next_batch();
+  // Audio: reads every training utterance, computes its log-mel frames once (held in
+  // memory for the run) and estimates the global normalisation (train.normalize_features).
+  void read_audio_features(const std::vector<data::Example>& examples);
+  // SpecAugment (train.spec_augment) on a batch of raw frames [B, T, F] with lengths: the
+  // masks (drawn from the step's seed) set a cell to the feature mean, which the model
+  // normalises to 0, as SpecAugment masks normalised features with 0.
+  void augment(at::Tensor& x, const at::Tensor& lengths) const;
   // One optimizer step on the next batch: loss, backward, clipping, Adam. Throws
   // mona::ArgumentError when the loss is not finite (training diverged).
   void train_step();
@@ -533,26 +602,62 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
   torch::set_num_threads(static_cast<int>(c_.train.threads));
   torch::manual_seed(c_.train.seed);
 
-  const auto train_examples = data::read_tsv(c_.data.train);
+  const auto train_examples = read_examples(c_, c_.data.train);
   detail::check_data(!train_examples.empty(), "data.train: ", c_.data.train, " holds no examples");
-  if (!c_.data.dev.empty()) dev_examples_ = data::read_tsv(c_.data.dev);
+  if (!c_.data.dev.empty()) dev_examples_ = read_examples(c_, c_.data.dev);
   dev_sets_ = data::group_references(dev_examples_);
 
   t_.config = c_;
+  const bool audio = t_.takes_audio();
   for (const auto& ex : train_examples) {
-    t_.input_vocab.add_all(ex.input);
+    if (!audio) t_.input_vocab.add_all(ex.input);
     t_.output_vocab.add_all(ex.output);
   }
   t_.model = build_model(t_.config, t_.input_vocab, t_.output_vocab);
   t_.model->decoder->attention->reseed_noise(c_.train.seed);
-  for (const auto& ex : train_examples) {
-    data_.push_back({t_.input_vocab.encode(ex.input), t_.output_vocab.encode(ex.output)});
+  if (audio) {
+    read_audio_features(train_examples);
+  } else {
+    for (const auto& ex : train_examples) {
+      data_.push_back({t_.input_vocab.encode(ex.input), t_.output_vocab.encode(ex.output), {}});
+    }
   }
   const auto& o = c_.train.optimizer;
   adam_ = std::make_unique<torch::optim::Adam>(t_.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
                                                                            .betas({o.beta1, o.beta2})
                                                                            .eps(o.eps)
                                                                            .weight_decay(o.weight_decay));
+}
+
+void TrainingRun::read_audio_features(const std::vector<data::Example>& examples) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const audio::FbankOptions& f = c_.model.features;
+  audio::GlobalCmvn cmvn;
+  int64_t samples = 0;
+  for (size_t k = 0; k < examples.size(); ++k) {
+    const audio::Waveform w = audio::read_audio(examples[k].input[0], f.sample_rate);
+    samples += static_cast<int64_t>(w.samples.size());
+    audio::Features x = audio::compute_fbank(f, w.samples, c_.train.seed * 1000003ULL + k);
+    detail::check_data(x.num_frames > 0, "data.train: ", examples[k].input[0], ": ", w.samples.size(),
+                       " samples, shorter than one frame (", f.window_size(), " samples)");
+    cmvn.accumulate(x);
+    Encoded e;
+    e.output = t_.output_vocab.encode(examples[k].output);
+    e.frames = torch::from_blob(x.data.data(), {x.num_frames, x.num_bins}, torch::kFloat).clone();
+    data_.push_back(std::move(e));
+  }
+  if (c_.train.normalize_features) {
+    cmvn.finalize();
+    const auto as_tensor = [](const std::vector<double>& v) {
+      return torch::tensor(std::vector<double>(v), torch::kDouble).to(torch::kFloat);
+    };
+    t_.model->encoder->set_normalization(as_tensor(cmvn.mean()), as_tensor(cmvn.inv_std()));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress_out_ << "features: " << examples.size() << " utterances, "
+                << static_cast<double>(samples) / f.sample_rate / 3600 << " h of audio, "
+                << data_.size() << " feature matrices held in memory (float32), computed in " << seconds
+                << " s\n";
 }
 
 void TrainingRun::resume_if_asked() {
@@ -609,9 +714,28 @@ const std::vector<size_t>& TrainingRun::next_batch() {
   return batches_[static_cast<size_t>(run_.position++)];
 }
 
+void TrainingRun::augment(at::Tensor& x, const at::Tensor& lengths) const {
+  const audio::SpecAugmentOptions& opts = c_.train.spec_augment;
+  if (!opts.enabled() || x.dim() != 3) return;
+  const nn::Encoder& encoder = *t_.model->encoder;
+  core::Rng rng(c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) + 0x5eedULL);
+  at::Tensor mask = torch::ones_like(x);
+  for (int64_t b = 0; b < x.size(0); ++b) {
+    audio::Features f;
+    f.num_frames = lengths[b].item<int64_t>();
+    f.num_bins = x.size(2);
+    f.data.assign(static_cast<size_t>(f.num_frames * f.num_bins), 1.0f);
+    audio::spec_augment(f, opts, rng);  // masked cells become 0
+    mask[b].narrow(0, 0, f.num_frames).copy_(torch::from_blob(f.data.data(), {f.num_frames, f.num_bins}, torch::kFloat));
+  }
+  // Masked cells take the value whose normalisation is 0: the mean.
+  x = torch::where(mask > 0, x, encoder.feature_mean().view({1, 1, -1}).expand_as(x));
+}
+
 void TrainingRun::train_step() {
   const auto& idx = next_batch();
   auto [x, xl] = pad(data_, idx, false);
+  augment(x, xl);
   auto [y, yl] = pad(data_, idx, true);
   const auto& o = c_.train.optimizer;
   for (auto& group : adam_->param_groups()) {

@@ -4,6 +4,8 @@
 # builds and runs the consumer projects next to this script against that prefix only:
 #   core-consumer    find_package(mona COMPONENTS core), links mona::core; must not link
 #                    LibTorch; computes a monotonic alignment checked against hand values
+#   audio-consumer   find_package(mona COMPONENTS audio), links mona::audio (no LibTorch,
+#                    no mona::io): PCM in, resampled, log-mel frames checked
 #   stream-consumer  find_package(mona COMPONENTS nn stream) (builds with LibTorch only):
 #                    streaming decoding equals Recognizer::recognize. In a torch-free
 #                    build, its configure step must fail saying that nn is not installed.
@@ -67,7 +69,7 @@ step "install $build into $prefix"
 run cmake --install "$build" --prefix "$prefix" --config "$config" | sed 's/^/   /'
 
 step "check the installed files"
-libs=(core io data)
+libs=(core io data audio)
 programs=(mona-prepare-cmudict)
 absent_libs=(nn stream train)
 if [[ "$torch" == ON ]]; then
@@ -116,6 +118,18 @@ if ldd "$core_program" | grep -E 'lib(torch|c10)[^ ]*\.so' >/dev/null; then
 fi
 step "run core-consumer"
 run "$core_program"
+
+step "configure audio-consumer (find_package(mona COMPONENTS audio))"
+run cmake -S "$here/audio-consumer" -B "$work/audio-consumer" "${consumer_args[@]}"
+step "build audio-consumer"
+run cmake --build "$work/audio-consumer"
+audio_program=$work/audio-consumer/audio_consumer
+step "check that audio-consumer links no LibTorch"
+if ldd "$audio_program" | grep -E 'lib(torch|c10)[^ ]*\.so' >/dev/null; then
+  fail "audio_consumer links LibTorch"
+fi
+step "run audio-consumer"
+run "$audio_program"
 
 if [[ "$torch" == ON ]]; then
   step "configure stream-consumer (find_package(mona COMPONENTS nn stream))"

@@ -10,6 +10,7 @@
 
 #include "mona/nn/search.h"
 #include "util/nn_test_util.h"
+#include "util/test_util.h"
 #include "util/tiny_task.h"
 
 namespace mona::test {
@@ -19,7 +20,9 @@ using nn::ModelOptions;
 
 TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
   for (const std::string kind : {"symbols", "features"}) {
-    for (int64_t variant : {0, 1, 2}) {  // unidirectional, bidirectional, lookahead 2
+    // unidirectional, bidirectional, lookahead 2, time reduction after layer 1 with a
+    // feature normalisation that is not the identity
+    for (int64_t variant : {0, 1, 2, 3}) {
       const bool bidi = variant == 1;
       torch::manual_seed(3);
       ModelOptions o = tiny_monotonic_options("mocha");
@@ -30,7 +33,9 @@ TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
       o.lookahead = variant == 2 ? 2 : 0;
       o.projection_dim = bidi ? 12 : 0;
       o.encoder_layers = 2;
+      o.time_reduction_layers = variant == 3 ? 1 : 0;
       nn::Encoder enc(o);
+      if (variant == 3 && kind == "features") enc.set_normalization(torch::randn({7}), torch::rand({7}) + 0.5);
       enc.eval();
       torch::NoGradGuard ng;
       for (int64_t T : {1, 2, 5, 8, 13}) {
@@ -70,23 +75,51 @@ TEST(Seq2Seq, StreamingEncoderEqualsBatchEncoder) {
 // the last one possibly fewer, as the convolutions' real output lengths show.
 TEST(Seq2Seq, SubsamplingIsTheFrontEndsRatioOfInputsToMemoryEntries) {
   for (const std::string kind : {"symbols", "features"}) {
+   for (int64_t reductions : {0, 1, 2}) {
     ModelOptions o = tiny_monotonic_options("mocha");
     o.input_kind = kind;
     o.append_eos = false;
     o.feature_dim = 5;
     o.conv_channels = 2;
+    o.encoder_layers = 3;
+    o.time_reduction_layers = reductions;
     nn::Encoder enc(o);
     enc.eval();
     torch::NoGradGuard ng;
     const int64_t s = enc.subsampling();
-    EXPECT_EQ(s, kind == "symbols" ? 1 : 4);
-    for (int64_t T = 1; T <= 13; ++T) {
+    EXPECT_EQ(s, (kind == "symbols" ? 1 : 4) << reductions);
+    // Entry m keeps front-end output m * 2^n (elements 0, 2, 4, .. survive each reduction),
+    // whose receptive field ends at input (m 2^n + 1) * 4 - 1 for frames, m 2^n for symbols.
+    for (int64_t m = 0; m < 5; ++m) {
+      const int64_t kept = m << reductions;
+      EXPECT_EQ(enc.last_input_of(m), kind == "symbols" ? kept : 4 * kept + 3) << kind << " m " << m;
+    }
+    for (int64_t T = 1; T <= 13 * (1 << reductions); ++T) {
       const torch::Tensor x = kind == "symbols" ? torch::randint(4, 10, {1, T}, torch::kLong) : torch::randn({1, T, 5});
       const int64_t m = enc.forward(x, torch::full({1}, T, torch::kLong)).first.size(1);
       EXPECT_EQ(m, enc.output_length(T)) << kind << " T " << T;
       EXPECT_EQ(m, (T + s - 1) / s) << kind << " T " << T;  // ceil(T / s) entries
     }
+   }
   }
+}
+
+TEST(Seq2Seq, TimeReductionAndNormalizationErrorsNameTheValue) {
+  ModelOptions o = tiny_monotonic_options("mocha");
+  o.encoder_layers = 2;
+  o.time_reduction_layers = 2;
+  expect_error([&] { o.validate(); }, "time_reduction_layers must lie in [0, encoder_layers = 2), got 2");
+  o.time_reduction_layers = -1;
+  expect_error([&] { o.validate(); }, "got -1");
+  o.time_reduction_layers = 0;
+  nn::Encoder symbols(o);
+  expect_error([&] { symbols.set_normalization(torch::zeros({3}), torch::ones({3})); }, "a symbols model has no feature normalisation");
+  o.input_kind = "features";
+  o.feature_dim = 4;
+  nn::Encoder frames(o);
+  expect_error([&] { frames.set_normalization(torch::zeros({3}), torch::ones({4})); }, "mean: expected [F = 4], got [3]");
+  o.input_kind = "audio";
+  expect_error([&] { o.validate(); }, "feature_dim must equal features.num_bins() = 80 for audio inputs, got 4");
 }
 
 // With lookahead k, memory entry t is a function of inputs 0 .. t + k exactly: streaming

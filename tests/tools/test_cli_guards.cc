@@ -268,7 +268,7 @@ TEST(CliGuards, UnknownSubcommandIsNamedAndOverrideErrorsBlameTheSetArgument) {
   EXPECT_EQ(lines(r.output), 1) << r.output;
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.output, "mona: error: unknown subcommand 'bogus' (expected one of: train, eval, decode, "
-                                 "stream, plot)")) << r.output;
+                                 "stream, transcribe, plot)")) << r.output;
   r = run_cli("--threads 2 bogus abc");
   EXPECT_TRUE(contains(r.output, "unknown subcommand 'bogus'")) << r.output;
   r = run_cli("");

@@ -33,9 +33,14 @@ model:
   bidirectional: true
   lookahead: 0
   projection_dim: 13
+  time_reduction_layers: 0
   decoder_embedding_dim: 17
   decoder_hidden: 19
   dropout: 0.25
+  features: {sample_rate: 8000, frame_length_ms: 20, frame_shift_ms: 12.5, dither: 0.5, preemphasis: 0.5,
+             remove_dc_offset: false, window: hamming, blackman_coeff: 0.5, round_to_power_of_two: false,
+             num_mel_bins: 30, low_freq: 40, high_freq: -100, energy_floor: 0.25, use_energy: true,
+             use_log_fbank: false, use_power: false, snip_edges: false, raw_energy: false}
   attention:
     type: sagmm-fixed
     energy: dot
@@ -62,6 +67,8 @@ train:
   plot_examples: 1
   length_penalty: 0.01
   length_penalty_until: 99
+  normalize_features: false
+  spec_augment: {num_freq_masks: 3, max_freq_mask_bins: 5, num_time_masks: 4, max_time_mask_frames: 6, max_time_mask_fraction: 0.5}
   optimizer: {learning_rate: 0.5, beta1: 0.5, beta2: 0.75, eps: 0.001, clip_norm: 2, weight_decay: 0.125, decay_every: 10, decay_factor: 0.25}
   smoothing: {uniform: 0.125, localized: [0.5, 1, 1, 0.5]}
 decode: {beam: 3, prune_margin: 1.5, length_ratio: 2.5, length_bonus: 4}
@@ -96,6 +103,11 @@ TEST(Config, EveryKeyIsReadIntoItsFieldAndWrittenBack) {
   EXPECT_EQ(c.train.smoothing.localized, (std::vector<double>{0.5, 1, 1, 0.5}));
   EXPECT_EQ(c.decode.prune_margin, 1.5);
   EXPECT_EQ(c.decode.length_bonus, 4);
+  EXPECT_EQ(c.model.features.frame_shift_ms, 12.5);
+  EXPECT_EQ(c.model.features.window, "hamming");
+  EXPECT_EQ(c.model.features.snip_edges, false);
+  EXPECT_EQ(c.train.spec_augment.max_time_mask_frames, 6);
+  EXPECT_EQ(c.train.normalize_features, false);
   EXPECT_NO_THROW(c.validate());
 
   // The writer writes exactly the keys of the hand-written file, with its values.

@@ -1,4 +1,4 @@
-// mona: the command-line program. Subcommands: train, eval, decode, stream, plot.
+// mona: the command-line program. Subcommands: train, eval, decode, stream, transcribe, plot.
 // Every error is one line on stderr ("mona: error: ...") and a non-zero exit code.
 //
 // Layout: helpers; the stop signals of `mona train`; the options before the subcommand
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include <optional>
 #include <sstream>
 
+#include "mona/audio/audio_file.h"
 #include "mona/core/error.h"
 #include "mona/stream/incremental.h"
 #include "mona/stream/stream.h"
@@ -260,9 +262,9 @@ struct EvalArgs {
 };
 
 CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
-  auto* cmd = app.add_subcommand("eval", "decode a TSV file and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
+  auto* cmd = app.add_subcommand("eval", "decode a TSV file (audio models: a manifest) and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("DATA", a.data_path, "TSV file: input tokens <TAB> output tokens")->required()->check(CLI::ExistingFile);
+  cmd->add_option("DATA", a.data_path, "TSV file: input tokens <TAB> output tokens; for an audio model a manifest: audio path <TAB> transcript")->required()->check(CLI::ExistingFile);
   cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
   cmd->add_option("--limit", a.limit, "decode at most N inputs (0: all)")->check(kNonNegative);
   cmd->add_flag("--expected", a.expected, "decode with the soft expected alignment instead of hard online attention");
@@ -272,9 +274,9 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
 
 int run_eval(const EvalArgs& a) {
   const TrainedModel t = TrainedModel::load(a.checkpoint);
-  const auto sets = mona::data::group_references(mona::data::read_tsv(a.data_path));
-  mona::detail::check(!sets.empty(), "DATA: ", a.data_path,
-                      " holds no examples (expected lines \"input tokens<TAB>output tokens\")");
+  const auto sets = mona::data::group_references(mona::train::read_examples(t.config, a.data_path));
+  mona::detail::check(!sets.empty(), "DATA: ", a.data_path, " holds no examples (expected lines ",
+                      t.takes_audio() ? "\"audio path<TAB>transcript\")" : "\"input tokens<TAB>output tokens\")");
   const auto search = search_options(t, a.beam);
   mona::train::EvalProgress shown;  // on stderr: stdout holds the result
   shown.out = &std::cerr;
@@ -352,14 +354,167 @@ struct StreamArgs {
   std::string checkpoint;
   std::vector<std::string> inputs;
   std::string split = "auto";
+  std::string audio;             // audio models: a file, or "-" for stdin
+  int rate = 16000, channels = 1;  // raw PCM on stdin
+  double chunk_ms = 10;
+  std::string format = "auto";   // stdin: auto (WAV if it starts with RIFF, else raw) | wav | raw
 };
 
 CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
-  auto* cmd = app.add_subcommand("stream", "read inputs from stdin and print tokens as they are emitted");
+  auto* cmd = app.add_subcommand("stream", "read inputs (audio models: samples) and print tokens as they are emitted");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
   cmd->add_option("INPUT", a.inputs, "inputs (none or '-': read lines from stdin)");
+  cmd->add_option("--audio", a.audio,
+                  "audio models: an audio file (WAV, FLAC, OGG), or '-' for PCM on stdin (WAV, or raw s16le "
+                  "at --rate and --channels)");
+  cmd->add_option("--rate", a.rate, "raw PCM on stdin: sample rate in Hz")->check(mona::tools::integer_in(1));
+  cmd->add_option("--channels", a.channels, "raw PCM on stdin: interleaved channels")->check(mona::tools::integer_in(1));
+  cmd->add_option("--chunk-ms", a.chunk_ms, "audio: milliseconds of audio per accept_waveform call")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")->check(CLI::IsMember({"auto", "wav", "raw"}));
   return cmd;
+}
+
+// Samples of an audio stream, read chunk by chunk: a file through libsndfile (read whole,
+// then handed out in chunks as a live source would), or s16le PCM from stdin, raw or in a
+// WAV container (its RIFF header parsed here: PCM, 16 bits), read as it arrives.
+class AudioSource {
+ public:
+  explicit AudioSource(const StreamArgs& a) : rate_(a.rate), channels_(a.channels) {
+    if (a.audio != "-") {
+      const mona::audio::Waveform w = mona::audio::read_audio(a.audio);
+      file_ = w.samples;
+      rate_ = w.sample_rate;
+      channels_ = 1;
+      name_ = a.audio;
+      return;
+    }
+    name_ = "stdin";
+    std::string magic(4, '\0');
+    const bool wav = a.format == "wav" || (a.format == "auto" && std::cin.peek() == 'R');
+    if (!wav) return;
+    std::cin.read(&magic[0], 4);
+    mona::detail::check_data(std::cin.gcount() == 4 && magic == "RIFF", "stdin: expected a WAV header (RIFF), got ",
+                             std::cin.gcount(), " other bytes");
+    skip(8);  // RIFF size, "WAVE"
+    while (true) {  // chunks up to "data"
+      std::string id(4, '\0');
+      std::cin.read(&id[0], 4);
+      const uint32_t size = read_u32();
+      mona::detail::check_data(std::cin.good(), "stdin: WAV header ends before its data chunk");
+      if (id == "data") break;
+      if (id == "fmt ") {
+        const uint16_t format = read_u16();
+        channels_ = read_u16();
+        rate_ = static_cast<int>(read_u32());
+        skip(6);
+        const uint16_t bits = read_u16();
+        mona::detail::check_data(format == 1 && bits == 16 && channels_ > 0 && rate_ > 0,
+                                 "stdin: WAV: only 16-bit PCM is read from a pipe (format ", format, ", ", bits,
+                                 " bits); convert it, or give it as a file with --audio FILE");
+        skip(size - 16 + (size & 1));
+      } else {
+        skip(size + (size & 1));
+      }
+    }
+  }
+  int sample_rate() const { return rate_; }
+  const std::string& name() const { return name_; }
+  // Up to n mono samples (fewer at the end; none when the source is exhausted).
+  std::vector<float> read(size_t n) {
+    if (!file_.empty() || name_ != "stdin") {
+      const size_t k = std::min(n, file_.size() - position_);
+      std::vector<float> out(file_.begin() + static_cast<std::ptrdiff_t>(position_),
+                             file_.begin() + static_cast<std::ptrdiff_t>(position_ + k));
+      position_ += k;
+      return out;
+    }
+    std::vector<int16_t> raw(n * static_cast<size_t>(channels_));
+    std::cin.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size() * 2));
+    const size_t frames = static_cast<size_t>(std::cin.gcount()) / (2 * static_cast<size_t>(channels_));
+    std::vector<float> out(frames);
+    for (size_t f = 0; f < frames; ++f) {
+      float sum = 0;
+      for (int c = 0; c < channels_; ++c) sum += raw[f * static_cast<size_t>(channels_) + static_cast<size_t>(c)];
+      out[f] = sum / static_cast<float>(channels_) / 32768.0f;
+    }
+    return out;
+  }
+
+ private:
+  static void skip(uint32_t n) { std::cin.ignore(n); }
+  static uint16_t read_u16() {
+    unsigned char b[2] = {0, 0};
+    std::cin.read(reinterpret_cast<char*>(b), 2);
+    return static_cast<uint16_t>(b[0] | (b[1] << 8));
+  }
+  static uint32_t read_u32() {
+    unsigned char b[4] = {0, 0, 0, 0};
+    std::cin.read(reinterpret_cast<char*>(b), 4);
+    return static_cast<uint32_t>(b[0]) | (static_cast<uint32_t>(b[1]) << 8) | (static_cast<uint32_t>(b[2]) << 16) |
+           (static_cast<uint32_t>(b[3]) << 24);
+  }
+  int rate_, channels_;
+  std::string name_;
+  std::vector<float> file_;
+  size_t position_ = 0;
+};
+
+// Audio models: feeds the source chunk by chunk (Recognizer::accept_waveform), decodes after
+// each chunk and prints each token when it is emitted: its time in the audio (the end of the
+// frames its attention read), the audio received at emission, and the delay between the
+// two. Then the transcript, the real-time factor and the mean and largest delay.
+int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
+  mona::stream::Recognizer rec(t.model, search_options(t, 0));
+  AudioSource source(a);
+  const size_t chunk = std::max<size_t>(1, static_cast<size_t>(a.chunk_ms * source.sample_rate() / 1000));
+  auto s = rec.create_stream();
+  size_t shown = 0;
+  int64_t received = 0;
+  std::vector<double> delays;
+  double busy = 0;
+  int64_t largest_held = 0;  // memory entries stored at once (bounded for the releasing mechanisms)
+  auto show = [&](bool finished) {
+    const auto r = rec.result(*s);
+    const double now_ms = 1000.0 * static_cast<double>(received) / source.sample_rate();
+    for (; shown < r.tokens.size(); ++shown) {
+      const double delay = now_ms - r.times_ms[shown];
+      delays.push_back(delay);
+      std::printf("%s%s  at %.0f ms  emitted at %.0f ms  delay %.0f ms\n", finished ? "(end) " : "",
+                  t.output_vocab.symbol(r.tokens[shown]).c_str(), r.times_ms[shown], now_ms, delay);
+      std::fflush(stdout);
+    }
+  };
+  while (true) {
+    const std::vector<float> samples = source.read(chunk);
+    if (samples.empty()) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    rec.accept_waveform(*s, samples, source.sample_rate());
+    while (rec.is_ready(*s)) rec.decode(*s);
+    busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    received += static_cast<int64_t>(samples.size());
+    largest_held = std::max(largest_held, s->memory_held());
+    show(false);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  rec.input_finished(*s);
+  while (rec.is_ready(*s)) rec.decode(*s);
+  busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  show(true);
+  const double audio_seconds = static_cast<double>(received) / source.sample_rate();
+  double mean = 0, worst = 0;
+  for (double d : delays) {
+    mean += d / static_cast<double>(delays.size());
+    worst = std::max(worst, d);
+  }
+  std::printf("= %s\n", join(t.decode_output(rec.result(*s).tokens)).c_str());
+  std::printf("%s: %.2f s of audio, real-time factor %.4f (%.0fx faster than real time), emission delay mean %.0f ms, "
+              "max %.0f ms, memory entries held at most %lld of %lld\n",
+              source.name().c_str(), audio_seconds, audio_seconds > 0 ? busy / audio_seconds : 0.0,
+              busy > 0 ? audio_seconds / busy : 0.0, mean, worst, static_cast<long long>(largest_held),
+              static_cast<long long>(s->memory_size()));
+  return 0;
 }
 
 // Greedy online decoding, one input element at a time (stream::recognize_incrementally):
@@ -367,6 +522,13 @@ CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
 // token as it appears ("(end) emit" after the end of the input), and "= OUTPUT TOKENS".
 int run_stream(const StreamArgs& a) {
   const TrainedModel t = TrainedModel::load(a.checkpoint);
+  if (t.takes_audio()) {
+    mona::detail::check(!a.audio.empty() && a.inputs.empty(), "stream: ", a.checkpoint,
+                        " is an audio model: give --audio FILE or --audio - (PCM on stdin), not text inputs");
+    return run_stream_audio(t, a);
+  }
+  mona::detail::check(a.audio.empty(), "--audio: ", a.checkpoint, " takes ", t.config.model.input_kind,
+                      ", not audio");
   mona::stream::Recognizer rec(t.model, search_options(t, 0));
   for_each_input(a.inputs, [&](const std::string& line) {
     std::vector<std::string> tokens;
@@ -390,6 +552,47 @@ int run_stream(const StreamArgs& a) {
     const auto r = mona::stream::recognize_incrementally(rec, torch::tensor(ids, torch::kLong), show);
     std::cout << "  = " << join(t.decode_output(r.result.tokens)) << std::endl;
   });
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// mona transcribe CHECKPOINT FILE... [--beam N] [--json]
+
+struct TranscribeArgs {
+  std::string checkpoint;
+  std::vector<std::string> files;
+  int64_t beam = -1;
+  bool as_json = false;
+};
+
+CLI::App* add_transcribe(CLI::App& app, TranscribeArgs& a) {
+  auto* cmd = app.add_subcommand("transcribe", "audio models: transcribe audio files, one line per file");
+  cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("FILE", a.files, "audio files (WAV, FLAC, OGG; any rate, mixed down to mono)")->required();
+  cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
+  cmd->add_flag("--json", a.as_json, "one JSON object per file: file, text, tokens, times_ms (when each token's "
+                "frames end in the audio)");
+  return cmd;
+}
+
+// "FILE<TAB>TRANSCRIPT" per file, or its JSON object; the waveform goes through the
+// streaming path at once (Recognizer::recognize_waveform).
+int run_transcribe(const TranscribeArgs& a) {
+  const TrainedModel t = TrainedModel::load(a.checkpoint);
+  mona::detail::check(t.takes_audio(), "transcribe: ", a.checkpoint, " takes ", t.config.model.input_kind,
+                      ", not audio (use mona decode)");
+  mona::stream::Recognizer rec(t.model, search_options(t, a.beam));
+  for (const auto& file : a.files) {
+    const mona::audio::Waveform w = mona::audio::read_audio(file);
+    const auto r = rec.recognize_waveform(w.samples, w.sample_rate);
+    const auto words = t.decode_output(r.tokens);
+    if (a.as_json) {
+      nlohmann::json j{{"file", file}, {"text", join(words)}, {"tokens", words}, {"times_ms", r.times_ms}};
+      std::cout << j.dump() << std::endl;
+    } else {
+      std::cout << file << "\t" << join(words) << std::endl;
+    }
+  }
   return 0;
 }
 
@@ -484,12 +687,14 @@ int main(int argc, char** argv) {
   EvalArgs eval;
   DecodeArgs decode;
   StreamArgs stream;
+  TranscribeArgs transcribe;
   PlotArgs plot;
   add_global(app, global);
   const CLI::App* train_cmd = add_train(app, train);
   const CLI::App* eval_cmd = add_eval(app, eval);
   const CLI::App* decode_cmd = add_decode(app, decode);
   const CLI::App* stream_cmd = add_stream(app, stream);
+  const CLI::App* transcribe_cmd = add_transcribe(app, transcribe);
   const CLI::App* plot_cmd = add_plot(app, plot);
   if (const auto code = parse(app, argc, argv)) return *code;
 
@@ -500,6 +705,7 @@ int main(int argc, char** argv) {
     if (*eval_cmd) return run_eval(eval);
     if (*decode_cmd) return run_decode(decode);
     if (*stream_cmd) return run_stream(stream);
+    if (*transcribe_cmd) return run_transcribe(transcribe);
     if (*plot_cmd) return run_plot(plot);
   } catch (const c10::Error& e) {
     std::cerr << "mona: error: " << first_line(e.what_without_backtrace()) << "\n";

@@ -39,6 +39,7 @@
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cmath>
 #include <memory>
@@ -112,16 +113,34 @@ struct SequenceOutput {
 
 /// Memory of one stream that grows as input arrives (online decoding). Values and keys
 /// are stored in buffers that double in capacity, so appending is amortised O(frames).
+///
+/// Entries are indexed by their position in the stream, 0 .. size() - 1, however many have
+/// been released: release_before(j) declares that no step will read an entry before j
+/// again (the runtime asks the attention, Attention::first_needed), and the memory drops
+/// them, moving the rest to the front of its buffers once at least as many entries are
+/// dropped as are held (amortised O(1) per entry). A stream whose attention keeps
+/// releasing therefore holds a bounded number of entries however long it runs.
 class OnlineMemory {
  public:
+  /// Entries received so far (released ones included): the next entry's position.
   int64_t size() const { return size_; }
+  /// Position of the first entry still readable (0 until something is released).
+  int64_t first() const { return released_; }
+  /// Entries stored now (readable ones and released ones not yet moved out): what the
+  /// memory costs.
+  int64_t held() const { return size_ - base_; }
   bool finished() const { return finished_; }
   /// No more input will arrive.
   void finish() { finished_ = true; }
-  /// Entries so far: values [size, Dh], keys [size, Dk], chunk keys [size, Dk'].
+  /// Readable entries, rows first() .. size() - 1: values [n, Dh], keys [n, Dk], chunk
+  /// keys [n, Dk'] (n = size() - first()).
   at::Tensor values() const;
   at::Tensor keys() const;
   at::Tensor chunk_keys() const;
+  /// Drops the entries before position `position` (clamped to size(); positions at or
+  /// before first() change nothing). Reading a released entry is a bug of the caller;
+  /// hard steps check it (mona::ArgumentError naming the position).
+  void release_before(int64_t position);
   /// Forget everything (a new utterance).
   void reset();
   /// dtype of the stored entries (meaningful once size() > 0); no tensor op.
@@ -129,8 +148,11 @@ class OnlineMemory {
 
  private:
   friend class Attention;
+  friend class GmmAttention;
   void append(const at::Tensor& values, const at::Tensor& keys, const at::Tensor& chunk_keys);
-  at::Tensor values_, keys_, chunk_keys_;  // capacity-sized buffers
+  // Row of position j in the buffers (j >= base_).
+  int64_t row(int64_t j) const { return j - base_; }
+  at::Tensor values_, keys_, chunk_keys_;  // capacity-sized buffers; row 0 is position base_
   // Their data, read by every hard step without going through the tensor API (updated
   // whenever a buffer is replaced).
   const void* values_data_ = nullptr;
@@ -140,6 +162,8 @@ class OnlineMemory {
   int64_t value_dim_ = 0, key_dim_ = 0, chunk_key_dim_ = 0;
   at::ScalarType dtype_ = at::kFloat;
   int64_t size_ = 0;
+  int64_t base_ = 0;      // position stored in row 0
+  int64_t released_ = 0;  // positions before this one are released (>= base_)
   bool finished_ = false;
 };
 
@@ -219,6 +243,14 @@ class Attention : public torch::nn::Module {
   virtual void hard_step_into(const at::Tensor& query, const OnlineMemory& memory,
                               HardState& state, HardStepOutput& out) = 0;
 
+  /// The first memory position that a hard step from `state` (or any later one) can read:
+  /// the runtime releases the entries before it (OnlineMemory::release_before). Hard
+  /// monotonic attention and MAtChA read from t_{i-1} on (002 Alg. 1; 000 App. C), MoChA
+  /// from t_{i-1} - w + 1 (the chunk of 000 eq. 14 ends at t_i >= t_{i-1}); mechanisms
+  /// that attend over the whole input (soft, GMM and SAGMM without a window) return 0
+  /// and keep every entry.
+  virtual int64_t first_needed(const HardState& state) const { (void)state; return 0; }
+
   /// Restarts the training-noise and sampling generators from `seed`.
   void reseed_noise(uint64_t seed);
   /// State of the training-noise generator (saved in checkpoints for exact resumption).
@@ -281,6 +313,7 @@ class MonotonicAttention : public Attention {
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
                       HardStepOutput& out) override;
+  int64_t first_needed(const HardState& state) const override { return state.t; }
   std::shared_ptr<Energy> monotonic;
 
  protected:
@@ -296,6 +329,9 @@ class MoChA : public MonotonicAttention {
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
                       HardStepOutput& out) override;
+  int64_t first_needed(const HardState& state) const override {
+    return std::max<int64_t>(0, state.t - options_.chunk_size + 1);
+  }
   std::shared_ptr<Energy> chunk;
 
  protected:

@@ -60,6 +60,10 @@ class OnlineSearch {
   bool blocked_on(const OnlineMemory& memory) const;
   /// The best hypothesis so far: the best finished one when done, else the best live one.
   const Hypothesis& best() const;
+  /// The first memory entry that any live hypothesis can still read (the minimum of
+  /// Attention::first_needed over their states; memory.size() when the search is done):
+  /// the entries before it can be released (OnlineMemory::release_before).
+  int64_t first_needed(const Attention& attention, const OnlineMemory& memory) const;
 
  private:
   bool advance_greedy(Decoder& decoder, const OnlineMemory& memory);

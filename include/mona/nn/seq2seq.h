@@ -11,7 +11,10 @@
 //   then a stack of single-layer LSTMs, unidirectional (online) or bidirectional (offline
 //   baseline), each optionally followed by a linear projection; dropout between layers.
 //   The output is the memory h [B, T', Dh] with T' = T (symbols; T + 1 with the appended
-//   </s>, ModelOptions::append_eos) or ceil(ceil(T/2)/2) (features).
+//   </s>, ModelOptions::append_eos) or ceil(ceil(T/2)/2) (features, audio), halved
+//   (rounding up) once more per time reduction layer (ModelOptions::time_reduction_layers).
+//   Feature and audio frames are first normalised with a global mean and inverse standard
+//   deviation held as buffers of the model (estimated on the training data by the trainer).
 //
 // Decoder (000 Algorithm 1 and A.1): with s_0 = 0 and y_0 = <s>,
 //   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected)
@@ -38,17 +41,25 @@
 #include <torch/nn/modules/rnn.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "mona/audio/fbank.h"
 #include "mona/nn/attention.h"
 
 namespace mona::nn {
 
 /// Every hyperparameter of the model. Validate() names the field and value of a bad one.
 struct ModelOptions {
-  std::string input_kind = "symbols";  ///< "symbols" (embedding) | "features" (conv front-end)
+  /// "symbols" (embedding) | "features" (frames [T, F] given by the caller, conv front
+  /// end) | "audio" (the same front end on the log-mel filterbank frames that `features`
+  /// describes, computed by mona from the waveform; feature_dim = features.num_bins())
+  std::string input_kind = "symbols";
+  /// audio: how frames are computed from samples (mona/audio/fbank.h); part of the model,
+  /// since a model only works on the features it was trained on
+  audio::FbankOptions features;
   int64_t input_vocab = 0;             ///< symbol vocabulary size (symbols)
   int64_t feature_dim = 0;             ///< F, features per frame (features)
   int64_t embedding_dim = 64;          ///< input embedding size (symbols)
@@ -68,6 +79,10 @@ struct ModelOptions {
   /// Not from the papers: the fixed future-context window of streaming recognisers.
   int64_t lookahead = 0;
   int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
+  /// Time reduction (001 / 002 sec. 4.3, TIMIT; after Chan et al.): after each of the first
+  /// n LSTM layers, every other element is skipped (elements 0, 2, 4, .. go on), so the
+  /// memory is 2^n times shorter. 0 <= n < encoder_layers.
+  int64_t time_reduction_layers = 0;
   int64_t output_vocab = 0;            ///< output vocabulary size (incl. specials)
   int64_t decoder_embedding_dim = 64;
   int64_t decoder_hidden = 128;
@@ -83,9 +98,15 @@ struct ModelOptions {
 struct EncoderStream {
   std::vector<at::Tensor> h, c;  ///< per LSTM layer, [1, 1, H] (undefined before input)
   std::vector<at::Tensor> pending_inputs;    ///< bidirectional: everything, until finished
-  std::vector<at::Tensor> raw_frames;        ///< features: input frames received so far
-  std::vector<at::Tensor> conv1_frames;      ///< features: first conv layer outputs so far
+  /// features: the input frames the first conv layer still needs (frame raw_first on);
+  /// older ones are dropped, so a stream holds O(1) frames however long it runs
+  std::deque<at::Tensor> raw_frames;
+  int64_t raw_first = 0, raw_total = 0;      ///< features: first frame held, frames received
+  /// features: first conv layer outputs the second still needs (output conv1_first on)
+  std::deque<at::Tensor> conv1_frames;
+  int64_t conv1_first = 0, conv1_total = 0;  ///< features: first output held, outputs made
   std::vector<at::Tensor> lookahead_rows;    ///< lookahead: rows waiting for their k successors (at most k between calls)
+  std::vector<int64_t> layer_outputs;        ///< time reduction: outputs of each reducing layer so far
   int64_t conv2_done = 0;                    ///< features: second conv layer outputs emitted
   bool finished = false;
 };
@@ -101,12 +122,37 @@ class Encoder : public torch::nn::Module {
   /// the new memory entries [m, Dh] (m may be 0). `finished` flushes what waits for
   /// right context (the last convolution frames, a bidirectional encoder's whole input).
   at::Tensor stream(EncoderStream& state, const at::Tensor& inputs, bool finished);
+  /// The first half of stream(): feeds inputs through the front end (embedding, or the
+  /// convolutions of the frames whose receptive field is complete, and the lookahead
+  /// widening) and returns the rows [D] ready for the LSTM layers, in order.
+  std::vector<at::Tensor> stream_front_end(EncoderStream& state, const at::Tensor& inputs, bool finished);
+  /// The second half, for several streams at once: row k [D] of streams[k] (its next front
+  /// end row) goes through the LSTM layers with the other streams' rows as one batch (an
+  /// LSTM step of batch S per layer; time reduction drops a stream's row at the layer where
+  /// it is skipped). Returns per stream its new memory entry [Dh], or an undefined tensor
+  /// when time reduction skipped the row. With one stream this is exactly what stream()
+  /// computes; with several, each row's numbers agree with it to float rounding (a batch of
+  /// S rows takes other matrix-product kernels than a single row). Unidirectional only.
+  std::vector<at::Tensor> stream_layers(const std::vector<EncoderStream*>& streams,
+                                        const std::vector<at::Tensor>& rows);
   int64_t output_dim() const { return output_dim_; }
   /// T' for an input of length T.
   int64_t output_length(int64_t T) const;
-  /// Input elements per memory entry: 1 for symbols, 4 for features (the front end's two
-  /// stride-2 convolutions); memory entry m covers inputs up to (m + 1) * subsampling() - 1.
+  /// Input elements per memory entry: 1 for symbols, 4 for features and audio (the front
+  /// end's two stride-2 convolutions), times 2^time_reduction_layers.
   int64_t subsampling() const;
+  /// The last input element that memory entry m has read (lookahead not counted): m for
+  /// symbols; for frames, the end of the receptive field of the front-end output that entry
+  /// m keeps. May lie past the input's end (the front end pads); callers cap it.
+  int64_t last_input_of(int64_t m) const;
+  /// Frames [.., F] -> (frames - feature_mean) * feature_inv_std: the global mean and
+  /// variance normalisation of feature and audio models (identity until set).
+  at::Tensor normalize(const at::Tensor& frames) const;
+  /// Sets the normalisation (mean [F], inv_std [F]; saved with the model's buffers).
+  /// Throws mona::ArgumentError naming the argument for a wrong size or a symbols model.
+  void set_normalization(const at::Tensor& mean, const at::Tensor& inv_std);
+  /// The normalisation's mean [F] (undefined for a symbols model).
+  const at::Tensor& feature_mean() const { return feature_mean_; }
 
  private:
   at::Tensor run_layers(at::Tensor x, const at::Tensor& lengths);
@@ -119,6 +165,7 @@ class Encoder : public torch::nn::Module {
   torch::nn::Embedding embedding{nullptr};
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  at::Tensor feature_mean_, feature_inv_std_;  // buffers "feature_mean", "feature_inv_std" [F]
   std::vector<torch::nn::LSTM> lstms_;
   std::vector<torch::nn::Linear> projections_;
   int64_t output_dim_ = 0;

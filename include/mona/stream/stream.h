@@ -27,11 +27,35 @@
 // Symbol models that append </s> (ModelOptions::append_eos) report position n, one past
 // the last of n inputs, for tokens emitted while attending to that end marker. Soft
 // attention emits only after the input is finished.
+//
+// Audio (models with ModelOptions::input_kind "audio"): accept_waveform() takes samples
+// at any rate, resamples them to the model's rate (audio::StreamResampler), computes the
+// log-mel frames as they complete (audio::OnlineFbank; the model normalises them) and
+// feeds them to the encoder, so the result is that of accept() with the frames of the
+// whole waveform. Each token's time (StreamResult::times_ms) is the end, in milliseconds
+// of audio, of the last frame its memory entry has read (capped at the audio received).
+//
+// Bounded memory: after each decode() the runtime releases the memory entries that no
+// live hypothesis can read again (nn::OnlineSearch::first_needed over
+// nn::Attention::first_needed: before t_{i-1} for hard monotonic attention and MAtChA,
+// before t_{i-1} - w + 1 for MoChA), and the encoder keeps only the frames its
+// convolutions still need, so a stream of any length runs in bounded memory with these
+// mechanisms and with SAGMM-tr's fixed window ("sagmm-fixed": before gamma_{i-1} - (c-1)/2),
+// Stream::memory_held counting the entries. Soft attention, GMM and SAGMM keep the whole
+// memory (a step may read any entry), and so does SAGMM-tr's adaptive window ("sagmm-tr"):
+// its lower edge mu - r sigma can move back without limit, as sigma is not bounded above.
+//
+// accept() computes the encoder's front end at once and queues its rows; decode() runs the
+// queued rows through the LSTM layers before searching, and decode_streams() does that for
+// several streams with one batched LSTM step per layer (many concurrent streams).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
+#include "mona/audio/fbank.h"
+#include "mona/audio/resample.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
 
@@ -42,6 +66,8 @@ struct StreamResult {
   std::vector<int64_t> tokens;           ///< output token ids (no <s>, </s>)
   std::vector<int64_t> memory_positions; ///< chosen memory entry per token
   std::vector<int64_t> input_positions;  ///< corresponding input index per token
+  /// audio models: per token, the end of the last frame its entry has read, in ms of audio
+  std::vector<double> times_ms;
   double score = 0.0;                    ///< log-probability of the hypothesis
   bool final = false;                    ///< decoding has ended (</s> or length guard)
 };
@@ -52,6 +78,16 @@ class Stream {
   int64_t inputs_received() const { return received_; }
   bool input_finished() const { return finished_; }
   int64_t memory_size() const { return memory_.size(); }
+  /// Memory entries stored now (what bounded-memory decoding keeps small).
+  int64_t memory_held() const { return memory_.held(); }
+  /// The first memory entry still readable (entries before it are released).
+  int64_t memory_first() const { return memory_.first(); }
+  /// Input frames and first-layer outputs the encoder's convolutions hold now.
+  int64_t frames_held() const {
+    return static_cast<int64_t>(encoder_.raw_frames.size() + encoder_.conv1_frames.size());
+  }
+  /// Audio: samples received at the model's rate (after resampling).
+  int64_t samples_received() const { return samples_; }
 
  private:
   friend class Recognizer;
@@ -61,33 +97,69 @@ class Stream {
   nn::OnlineSearch search_;
   int64_t received_ = 0;
   bool finished_ = false;
+  std::deque<at::Tensor> pending_rows_;  // front-end rows waiting for the encoder's LSTM layers
+  // Audio models: the feature computation and, for another input rate, the resampler.
+  std::unique_ptr<audio::OnlineFbank> fbank_;
+  std::unique_ptr<audio::StreamResampler> resampler_;
+  int input_rate_ = 0;   // rate of the samples given to accept_waveform (0: none yet)
+  int64_t samples_ = 0;  // samples at the model's rate
 };
 
 /// Advances streams with a trained model (put in eval mode by the constructor).
 class Recognizer {
  public:
+  /// An audio model's frames are computed as its ModelOptions::features say.
   Recognizer(std::shared_ptr<nn::Seq2Seq> model, nn::SearchOptions search);
   std::unique_ptr<Stream> create_stream() const;
-  /// Appends input: int64 symbol ids [n] or float frames [n, F]. Throws (naming the
-  /// argument) on a finished stream or inputs of the wrong kind.
+  /// Appends input: int64 symbol ids [n] or float frames [n, F] (features and audio
+  /// models; for audio, log-mel frames as audio::compute_fbank makes them). Throws (naming
+  /// the argument) on a finished stream or inputs of the wrong kind.
   void accept(Stream& stream, const at::Tensor& inputs) const;
+  /// Audio models: appends n mono samples in [-1, 1] at `sample_rate` Hz (resampled to the
+  /// model's rate when different; every call of a stream must give the same rate). Any
+  /// chunking gives the result of the whole waveform at once. Throws mona::ArgumentError
+  /// naming the argument for a model that does not take audio, a finished stream, a
+  /// sample_rate <= 0 or one that changed within the stream.
+  void accept_waveform(Stream& stream, const float* samples, size_t n, int sample_rate) const;
+  void accept_waveform(Stream& stream, const std::vector<float>& samples, int sample_rate) const {
+    accept_waveform(stream, samples.data(), samples.size(), sample_rate);
+  }
   /// No more input for this utterance.
   void input_finished(Stream& stream) const;
   /// Whether decode() can make progress now.
   bool is_ready(const Stream& stream) const;
-  /// Decodes as far as the input received so far allows.
+  /// Decodes as far as the input received so far allows: runs the encoder over the input
+  /// accepted since the last call, then the search.
   void decode(Stream& stream) const;
+  /// Advances several streams together (the shape of a server holding many connections):
+  /// the encoder runs over the input every stream accepted, one element of each stream per
+  /// batched LSTM step (nn::Encoder::stream_layers), then each stream is decoded as far as
+  /// it can be (decode() while is_ready()). The streams must be distinct (mona::ArgumentError
+  /// naming the indices otherwise). A stream's result equals decoding it alone up to float
+  /// rounding (a batch of rows takes other matrix-product kernels than one row): the same
+  /// tokens unless two choices were within rounding of each other.
+  void decode_streams(const std::vector<Stream*>& streams) const;
   StreamResult result(const Stream& stream) const;
   /// Clears the stream for a new utterance.
   void reset(Stream& stream) const;
   /// Offline: accept everything, finish, decode to the end.
   StreamResult recognize(const at::Tensor& inputs) const;
+  /// Offline, audio models: accept_waveform(all of it), finish, decode to the end.
+  StreamResult recognize_waveform(const std::vector<float>& samples, int sample_rate) const;
   const nn::Seq2Seq& model() const { return *model_; }
+  bool takes_audio() const { return audio_; }
 
  private:
+  void feed_frames(Stream& stream, audio::Features frames) const;
+  // Front end of new input: rows queued for the LSTM layers (or, bidirectional, the whole
+  // encoder at the end).
+  void take_rows(Stream& stream, const at::Tensor& inputs, bool finished) const;
+  // Runs the queued rows of `streams` through the LSTM layers, batched across streams, and
+  // extends their memories; finishes the memory of finished streams.
+  void encode_pending(const std::vector<Stream*>& streams) const;
   std::shared_ptr<nn::Seq2Seq> model_;
   nn::SearchOptions search_;
-  int64_t subsampling_ = 1;
+  bool audio_ = false;
 };
 
 }  // namespace mona::stream

@@ -3,7 +3,8 @@
 // default); values of the wrong type or range are refused naming the key and the value; a
 // key an earlier version called otherwise is refused naming its new name.
 //
-//   data:    train, dev, test: TSV files (mona/data/dataset.h)
+//   data:    train, dev, test: TSV files (mona/data/dataset.h); for audio models,
+//            manifests (audio path TAB transcript, mona/data/manifest.h)
 //   model:   nn::ModelOptions (mona/nn/seq2seq.h); model.attention: type (one of
 //            nn::mechanisms(), mona/nn/attention.h) and nn::AttentionOptions, the GMM
 //            family's under model.attention.gmm (nn::GmmAttentionOptions)
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "mona/audio/spec_augment.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
 
@@ -59,6 +61,20 @@ struct RunConfig {
   /// lambda = 0 switches it off.
   double length_penalty = 0.0;
   int64_t length_penalty_until = 200000;  ///< training step from which it is off
+  /// Audio and feature models: estimate the global mean and variance of the training
+  /// frames (audio::GlobalCmvn) and store them in the model, which normalises every frame
+  /// with them (nn::Encoder::normalize), in training and in decoding.
+  bool normalize_features = true;
+  /// Audio models: SpecAugment masks on the training frames (mona/audio/spec_augment.h),
+  /// drawn from the run's seed; none by default (0 masks).
+  audio::SpecAugmentOptions spec_augment = no_spec_augment();
+
+  static audio::SpecAugmentOptions no_spec_augment() {
+    audio::SpecAugmentOptions a;
+    a.num_freq_masks = 0;
+    a.num_time_masks = 0;
+    return a;
+  }
 };
 
 struct DataConfig {

@@ -30,8 +30,13 @@
 // mona's SIGINT/SIGTERM) is honoured between steps: `last.ckpt` is saved at the step reached
 // (atomically, as always) and run() returns with TrainResult::stopped set.
 //
-// Symbol-sequence data (TSV, mona/data/dataset.h) only: feature-frame models are built and
-// streamed through mona/nn and mona/stream directly.
+// Data: symbol sequences (TSV, mona/data/dataset.h), or for audio models (input_kind
+// "audio") speech manifests (mona/data/manifest.h): every training utterance is read once
+// at the start, its log-mel frames (model.features) computed and held in memory as float32
+// (80 bins at a 10 ms shift: 115 MB per hour of audio), and the global mean and variance of
+// the frames estimated and stored in the model (train.normalize_features); SpecAugment
+// (train.spec_augment) masks each batch. Feature-frame models (input_kind "features") are
+// built and streamed through mona/nn and mona/stream directly.
 #pragma once
 
 #include <csignal>
@@ -65,7 +70,20 @@ struct TrainedModel {
   std::vector<int64_t> encode_input(const std::vector<std::string>& tokens) const;
   /// Output ids -> tokens.
   std::vector<std::string> decode_output(const std::vector<int64_t>& ids) const;
+  /// Whether the model reads audio (ModelOptions::input_kind "audio").
+  bool takes_audio() const;
+  /// Audio models: the log-mel frames [T, F] float of an audio file (read, mixed down,
+  /// resampled to features.sample_rate, audio::compute_fbank; normalised by the model).
+  /// Throws mona::DataError naming the file when it cannot be read as audio.
+  at::Tensor audio_features(const std::string& path) const;
+  /// The model's input for one example's input side: symbol ids [T] int64 (unknown
+  /// symbols as <unk>), or for an audio model the frames of the one audio file it names.
+  at::Tensor input_tensor(const std::vector<std::string>& input) const;
 };
+
+/// The examples of a data file of `config`: a TSV dataset (mona/data/dataset.h), or for an
+/// audio model a manifest (mona/data/manifest.h).
+std::vector<data::Example> read_examples(const Config& config, const std::string& path);
 
 /// Result of decoding a reference set.
 struct EvalResult {
@@ -113,6 +131,10 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
 /// mona::ArgumentError when an id lies outside [0, input vocabulary size) or `search` is
 /// invalid.
 nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const std::vector<int64_t>& input_ids,
+                                              const nn::SearchOptions& search);
+/// The same for a model input as TrainedModel::input_tensor returns it (ids [T] or audio
+/// frames [T, F]); ids are not range-checked here (the encoder checks them).
+nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const at::Tensor& inputs,
                                               const nn::SearchOptions& search);
 
 /// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is

@@ -1,0 +1,171 @@
+// bench/features: throughput of mona::audio's log-mel filterbank (issue 19: at least 500x
+// faster than real time on one core). 80 mel bins at 16 kHz, Kaldi's 25 ms / 10 ms frames,
+// dither 0, on 10 s of a speech-like test signal (a gliding tone with harmonics, amplitude
+// modulated, plus noise; the cost does not depend on the content):
+//   offline   compute_fbank on the whole signal
+//   online    OnlineFbank fed 10 ms chunks (160 samples), frames taken after each chunk
+// The speed is x_realtime = seconds of audio / CPU seconds (one thread: the fbank code uses
+// none of its own). Writes one CSV row per mode (the minimum over the repetitions).
+//
+// Usage: mona_bench_features [--quick] [--csv=FILE] [--reps=N] [gbench flags]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mona/audio/fbank.h"
+
+namespace {
+
+struct Config {
+  bool quick = false;
+  int reps = 3;
+  std::string csv = "features.csv";
+};
+Config g_config;
+
+constexpr int kRate = 16000;
+
+const std::vector<float>& signal(double seconds) {
+  static std::map<double, std::vector<float>> cache;
+  auto& x = cache[seconds];
+  if (x.empty()) {
+    std::mt19937_64 gen(1);
+    std::normal_distribution<double> noise(0.0, 0.01);
+    const size_t n = static_cast<size_t>(seconds * kRate);
+    x.resize(n);
+    double phase = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double t = static_cast<double>(i) / kRate;
+      phase += 2 * M_PI * (150 + 50 * std::sin(2 * M_PI * 0.7 * t)) / kRate;
+      const double env = 0.5 + 0.5 * std::sin(2 * M_PI * 3 * t);
+      x[i] = static_cast<float>(0.2 * env * (std::sin(phase) + 0.5 * std::sin(3 * phase)) + noise(gen));
+    }
+  }
+  return x;
+}
+
+struct Point {
+  std::string mode;
+  double audio_s = 0;
+  int64_t frames = 0, bins = 0;
+};
+std::map<std::string, Point> g_points;
+
+mona::audio::FbankOptions options() {
+  mona::audio::FbankOptions o;  // 80 bins, 16 kHz, 25 / 10 ms, dither 0
+  return o;
+}
+
+void bm_offline(benchmark::State& state) {
+  const double seconds = g_config.quick ? 1.0 : 10.0;
+  const std::vector<float>& x = signal(seconds);
+  const mona::audio::FbankOptions o = options();
+  int64_t frames = 0;
+  for (auto _ : state) {
+    const mona::audio::Features f = mona::audio::compute_fbank(o, x);
+    frames = f.num_frames;
+    benchmark::DoNotOptimize(f.data.data());
+  }
+  state.counters["x_realtime"] =
+      benchmark::Counter(seconds, benchmark::Counter::kIsIterationInvariantRate);
+  g_points["offline"] = {"offline", seconds, frames, o.num_bins()};
+}
+
+void bm_online(benchmark::State& state) {
+  const double seconds = g_config.quick ? 1.0 : 10.0;
+  const std::vector<float>& x = signal(seconds);
+  const mona::audio::FbankOptions o = options();
+  const size_t chunk = kRate / 100;  // 10 ms
+  int64_t frames = 0;
+  for (auto _ : state) {
+    mona::audio::OnlineFbank f(o);
+    frames = 0;
+    for (size_t pos = 0; pos < x.size(); pos += chunk) {
+      f.accept_waveform(x.data() + pos, std::min(chunk, x.size() - pos));
+      const mona::audio::Features part = f.take_frames();
+      frames += part.num_frames;
+      benchmark::DoNotOptimize(part.data.data());
+    }
+    f.input_finished();
+    frames += f.take_frames().num_frames;
+  }
+  state.counters["x_realtime"] =
+      benchmark::Counter(seconds, benchmark::Counter::kIsIterationInvariantRate);
+  g_points["online_10ms"] = {"online_10ms", seconds, frames, o.num_bins()};
+}
+
+class CsvReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Row {
+    Point point;
+    double cpu_ns = 0, real_ns = 0;
+  };
+  std::vector<Row> rows;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      if (g_config.reps > 1 && !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min"))
+        continue;
+      const std::string name = r.run_name.function_name;
+      const std::string mode = name == "fbank/offline" ? "offline" : "online_10ms";
+      auto it = g_points.find(mode);
+      if (it == g_points.end()) continue;
+      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
+      rows.push_back({it->second, r.GetAdjustedCPUTime() * to_ns, r.GetAdjustedRealTime() * to_ns});
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") g_config.quick = true;
+    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
+    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
+    else rest.push_back(argv[i]);
+  }
+  if (g_config.quick) g_config.reps = 1;
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  for (auto [name, fn] : {std::pair{"fbank/offline", &bm_offline}, std::pair{"fbank/online_10ms", &bm_online}}) {
+    auto* b = benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond);
+    if (g_config.quick) b->Iterations(2);
+    if (g_config.reps > 1) {
+      b->Repetitions(g_config.reps)->ReportAggregatesOnly(true);
+      b->ComputeStatistics("min", [](const std::vector<double>& v) {
+        return *std::min_element(v.begin(), v.end());
+      });
+    }
+  }
+  CsvReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::ofstream csv(g_config.csv);
+  if (!csv) {
+    std::fprintf(stderr, "mona_bench_features: cannot write %s\n", g_config.csv.c_str());
+    return 1;
+  }
+  csv << "mode,audio_s,frames,bins,sample_rate,threads,reps,cpu_ns,real_ns,x_realtime\n";
+  csv.precision(6);
+  for (const auto& r : reporter.rows) {
+    const Point& p = r.point;
+    csv << p.mode << ',' << p.audio_s << ',' << p.frames << ',' << p.bins << ',' << kRate
+        << ",1," << g_config.reps << ',' << r.cpu_ns << ',' << r.real_ns << ','
+        << p.audio_s * 1e9 / r.cpu_ns << '\n';
+  }
+  std::printf("mona_bench_features: wrote %zu rows to %s\n", reporter.rows.size(),
+              g_config.csv.c_str());
+  return 0;
+}

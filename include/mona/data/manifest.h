@@ -1,0 +1,35 @@
+// mona/data/manifest.h: speech data as a manifest, one utterance per line.
+//
+// File format (UTF-8 text):
+//
+//   <audio path><TAB><transcript tokens>
+//
+// e.g. `wav/0001.wav<TAB>go left seven`. The path is the whole text before the TAB (it may
+// contain spaces) and is taken relative to the manifest's own directory unless it is
+// absolute; the transcript is split on whitespace as in a TSV dataset (mona/data/dataset.h).
+// Blank lines are skipped and a trailing '\r' is dropped. A line without exactly one TAB,
+// with an empty path or transcript, or naming an audio file that does not exist is refused
+// with mona::DataError naming manifest:line and the problem:
+//   "train.tsv:12: audio file wav/0012.wav (/data/wav/0012.wav) does not exist"
+//
+// The utterances come back as data::Example with the resolved audio path as the one input
+// token, so that the reference grouping and scoring of text data apply unchanged (an audio
+// file listed twice with different transcripts has two references).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mona/data/dataset.h"
+
+namespace mona::data {
+
+/// Reads a manifest (format above): input = {resolved audio path}, output = transcript.
+std::vector<Example> read_manifest(const std::string& path);
+
+/// Parses manifest text; paths are resolved against `base_dir`, and `source_name` stands
+/// for the file in error messages.
+std::vector<Example> parse_manifest(const std::string& text, const std::string& base_dir,
+                                    const std::string& source_name);
+
+}  // namespace mona::data

@@ -1,0 +1,176 @@
+// label: audio
+// Speech end to end, as a user runs it: a manifest of synthesized utterances (tone "words"
+// written with audio::write_wav), `mona train` on it (the loss falls within seconds),
+// `mona transcribe` (text and JSON with token times), `mona stream --audio -` with raw PCM
+// and WAV on stdin, `mona eval` of a manifest; the global normalisation stored in the
+// checkpoint against a brute-force mean and standard deviation; every mechanism trains on
+// audio through the same configuration.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "mona/audio/audio_file.h"
+#include "mona/audio/fbank.h"
+#include "mona/nn/attention.h"
+#include "mona/train/trainer.h"
+#include "util/program.h"
+#include "util/temp_dir.h"
+
+namespace mona::test {
+namespace {
+
+// Three "words", each a 0.2 s tone with a 0.05 s pause after it, at 16 kHz.
+const std::vector<std::pair<std::string, double>> kWords = {{"low", 300}, {"mid", 800}, {"high", 2000}};
+
+std::vector<float> utterance(const std::vector<int>& words, std::mt19937_64& gen) {
+  std::normal_distribution<double> noise(0, 0.01);
+  std::vector<float> x;
+  for (int w : words) {
+    for (int n = 0; n < 4000; ++n) {
+      const double t = n / 16000.0;
+      const double envelope = std::min(1.0, std::min(t, 0.25 - t) / 0.01);
+      x.push_back(static_cast<float>((n < 3200 ? 0.4 * envelope * std::sin(2 * M_PI * kWords[w].second * t) : 0) +
+                                     noise(gen)));
+    }
+  }
+  return x;
+}
+
+// Writes n utterances of 2-4 words and their manifest `name` into `dir`.
+void write_manifest(const TempDir& dir, const std::string& name, int n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int> length(2, 4), word(0, 2);
+  std::ofstream manifest(dir / name);
+  for (int k = 0; k < n; ++k) {
+    std::vector<int> words(static_cast<size_t>(length(gen)));
+    std::string transcript;
+    for (int& w : words) {
+      w = word(gen);
+      transcript += (transcript.empty() ? "" : " ") + kWords[static_cast<size_t>(w)].first;
+    }
+    const std::string file = name + "." + std::to_string(k) + ".wav";
+    audio::write_wav(dir / file, utterance(words, gen), 16000);
+    manifest << file << "\t" << transcript << "\n";
+  }
+}
+
+std::string write_config(const TempDir& d, const std::string& mechanism, int steps) {
+  std::ofstream cfg(d / (mechanism + ".yaml"));
+  cfg << "data: {train: " << (d / "train.tsv") << ", dev: " << (d / "dev.tsv") << "}\n"
+      << "model: {input_kind: audio, features: {num_mel_bins: 20}, conv_channels: 4, encoder_layers: 2,\n"
+      << "        encoder_hidden: 32, time_reduction_layers: 1, decoder_embedding_dim: 8, decoder_hidden: 32,\n"
+      << "        attention: {type: " << mechanism << ", monotonic_energy: dot, init_r: -1, chunk_size: 2}}\n"
+      << "train: {output_dir: " << (d / ("run-" + mechanism)) << ", batch_size: 8, max_steps: " << steps
+      << ", eval_every: " << steps << ", log_every: 10, threads: 1,\n"
+      << "        optimizer: {learning_rate: 0.01}, spec_augment: {num_freq_masks: 1, max_freq_mask_bins: 3}}\n";
+  return d / (mechanism + ".yaml");
+}
+
+ProgramRun cli(const std::string& args) { return run_program(std::string(MONA_CLI) + " " + args); }
+
+TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
+  TempDir d;
+  write_manifest(d, "train.tsv", 48, 1);
+  write_manifest(d, "dev.tsv", 6, 2);
+  auto r = cli("train " + write_config(d, "mocha", 150));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("features: 48 utterances"), std::string::npos) << r.output;
+  // The loss falls: the mean of the first 10 steps against that of the last 10.
+  std::ifstream log(d / "run-mocha/train.jsonl");
+  std::vector<double> losses;
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "train") losses.push_back(j["loss"].get<double>());
+  }
+  ASSERT_GE(losses.size(), 10u);
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << "first " << losses.front() << " last " << losses.back();
+
+  const std::string ckpt = d / "run-mocha/last.ckpt";
+  r = cli("transcribe " + ckpt + " " + (d / "dev.tsv.0.wav") + " " + (d / "dev.tsv.1.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(d / "dev.tsv.1.wav"), std::string::npos) << r.output;
+  r = cli("transcribe --json " + ckpt + " " + (d / "dev.tsv.0.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+  ASSERT_EQ(j["tokens"].size(), j["times_ms"].size()) << r.output;
+  for (const auto& t : j["times_ms"]) EXPECT_LE(t.get<double>(), 1000.0) << r.output;  // <= 4 words of 250 ms
+
+  // stdin: raw s16le at 8 kHz (resampled by the stream) and a WAV container.
+  const audio::Waveform w = audio::read_audio(d / "dev.tsv.0.wav", 8000);
+  {
+    std::ofstream raw(d / "dev0.raw", std::ios::binary);
+    for (float x : w.samples) {
+      const auto s = static_cast<int16_t>(std::lround(std::max(-1.0f, std::min(x, 0.99997f)) * 32768));
+      raw.write(reinterpret_cast<const char*>(&s), 2);
+    }
+  }
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --rate 8000 < " + (d / "dev0.raw"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("emission delay mean"), std::string::npos) << r.output;
+  const std::string streamed = r.output.substr(r.output.find("= "));
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "dev.tsv.0.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = cli("stream " + ckpt + " --audio " + (d / "dev.tsv.0.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("= "), std::string::npos) << r.output;
+
+  r = cli("eval " + ckpt + " " + (d / "dev.tsv"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("inputs 6"), std::string::npos) << r.output;
+
+  // Errors name the file.
+  { std::ofstream(d / "text.wav") << "not audio at all"; }
+  r = cli("transcribe " + ckpt + " " + (d / "text.wav"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find(d / "text.wav"), std::string::npos) << r.output;
+
+  // The normalisation in the checkpoint: mean and 1 / std of every training frame,
+  // recomputed here in double from the files (the trainer accumulates in double too:
+  // agreement to float32 rounding of the stored values, 1e-5 relative).
+  const train::TrainedModel t = train::TrainedModel::load(ckpt);
+  std::vector<double> sum(20, 0), sum2(20, 0);
+  int64_t frames = 0;
+  std::ifstream manifest(d / "train.tsv");
+  for (std::string line; std::getline(manifest, line);) {
+    const auto x = audio::compute_fbank(t.config.model.features,
+                                        audio::read_audio(d / line.substr(0, line.find('\t'))).samples);
+    for (int64_t f = 0; f < x.num_frames; ++f) {
+      for (int64_t b = 0; b < 20; ++b) {
+        sum[b] += x.row(f)[b];
+        sum2[b] += static_cast<double>(x.row(f)[b]) * x.row(f)[b];
+      }
+    }
+    frames += x.num_frames;
+  }
+  const at::Tensor mean = t.model->encoder->feature_mean();
+  for (int64_t b = 0; b < 20; ++b) {
+    const double m = sum[b] / frames;
+    EXPECT_NEAR(mean[b].item<double>(), m, 1e-5 * std::abs(m)) << "bin " << b;
+    const double sd = std::sqrt(sum2[b] / frames - m * m);
+    const at::Tensor ones = torch::ones({1, 20});
+    const double inv_std = (t.model->encoder->normalize(ones) - t.model->encoder->normalize(0 * ones))[0][b].item<double>();
+    EXPECT_NEAR(inv_std, 1 / sd, 1e-4 / sd) << "bin " << b;
+  }
+}
+
+// Every mechanism trains on audio through the same configuration (a few steps each).
+TEST(SpeechCli, EveryMechanismTrainsOnAudio) {
+  TempDir d;
+  write_manifest(d, "train.tsv", 16, 3);
+  write_manifest(d, "dev.tsv", 2, 4);
+  for (const auto& m : nn::mechanisms()) {
+    const auto r = cli("train " + write_config(d, m.name, 3));
+    EXPECT_EQ(r.code, 0) << m.name << ": " << r.output;
+    EXPECT_TRUE(std::ifstream(d / (std::string("run-") + m.name + "/last.ckpt")).good()) << m.name;
+  }
+}
+
+}  // namespace
+}  // namespace mona::test
