@@ -6,6 +6,7 @@ stream that it advances::
     rec = mona.Recognizer("runs/g2p/best.ckpt")
     s = rec.create_stream()
     rec.accept(s, ["H", "E", "L"])         # symbols (str), ids (int64 tensor [n]) or frames [n, F]
+                                           # (audio models: rec.accept_waveform(s, samples, rate))
     while rec.is_ready(s):
         rec.decode(s)
     rec.accept(s, ["L", "O"])
@@ -31,13 +32,15 @@ Inputs = Union[Tensor, Sequence[str]]
 
 class StreamResult(NamedTuple):
     """What has been recognised so far: ``tokens`` (output symbols, no <s> / </s>),
-    ``token_ids``, per token the chosen ``memory_positions`` and the corresponding
-    ``input_positions`` (see stream.h), the hypothesis' log-probability ``score``, and
-    ``final`` (decoding has ended)."""
+    ``token_ids``, per token the chosen ``memory_positions``, the corresponding
+    ``input_positions`` and (audio models) ``times_ms``, the end in milliseconds of audio of
+    the last frame the token's memory entry has read (see stream.h); the hypothesis'
+    log-probability ``score``, and ``final`` (decoding has ended)."""
     tokens: List[str]
     token_ids: List[int]
     memory_positions: List[int]
     input_positions: List[int]
+    times_ms: List[float]
     score: float
     final: bool
 
@@ -104,6 +107,33 @@ class Recognizer:
         """
         self._rec.accept(stream, self._tensor(inputs))
 
+    @property
+    def takes_audio(self) -> bool:
+        """Whether the model reads audio (:meth:`accept_waveform`)."""
+        return self._rec.takes_audio
+
+    def accept_waveform(self, stream, samples, sample_rate: int) -> None:
+        """Audio models: appends mono samples in [-1, 1] (a 1-d float tensor, or anything
+        ``torch.as_tensor`` turns into one) at ``sample_rate`` Hz, resampled to the model's
+        rate; every call of a stream must give the same rate. Any chunking gives the result
+        of the whole waveform at once.
+
+        Raises:
+            mona.ArgumentError (ValueError): a model that does not take audio, a finished
+                stream, sample_rate <= 0 or changed within the stream, samples not 1-d.
+        """
+        self._rec.accept_waveform(stream, torch.as_tensor(samples), int(sample_rate))
+
+    def recognize_waveform(self, samples, sample_rate: int) -> "StreamResult":
+        """Offline, audio models: :meth:`accept_waveform` of all of it, finish, decode."""
+        return self._result(self._rec.recognize_waveform(torch.as_tensor(samples), int(sample_rate)))
+
+    def decode_streams(self, streams) -> None:
+        """Advances several distinct streams together: the encoder runs batched across them,
+        then each is decoded as far as it can be. Each result equals decoding the stream alone
+        up to float rounding (stream.h)."""
+        self._rec.decode_streams(list(streams))
+
     def input_finished(self, stream) -> None:
         """No more input for this utterance."""
         self._rec.input_finished(stream)
@@ -123,7 +153,8 @@ class Recognizer:
     def _result(self, r) -> StreamResult:
         ids = list(r.token_ids)
         return StreamResult(self._rec.decode_output(ids), ids, list(r.memory_positions),
-                            list(r.input_positions), float(r.score), bool(r.final))
+                            list(r.input_positions), list(r.times_ms), float(r.score),
+                            bool(r.final))
 
     def result(self, stream) -> StreamResult:
         """What has been recognised so far (:class:`StreamResult`)."""

@@ -48,6 +48,17 @@ std::vector<std::string> symbols(const data::Vocabulary& v) {
   return out;
 }
 
+// Mono samples for accept_waveform: a 1-d float tensor, as contiguous float32 (a copy only
+// when it is not that already). Throws mona::ArgumentError otherwise.
+at::Tensor waveform(const at::Tensor& samples) {
+  MONA_CHECK(samples.defined() && samples.dim() == 1 && samples.device().is_cpu() &&
+                 at::isFloatingType(samples.scalar_type()),
+             "Recognizer.accept_waveform: samples: expected a 1-d CPU float tensor of mono "
+             "samples in [-1, 1], got ", samples.defined() ? samples.toString() : "undefined",
+             " ", samples.defined() ? samples.sizes() : at::IntArrayRef{});
+  return samples.to(at::kFloat).contiguous();
+}
+
 }  // namespace
 }  // namespace mona::python
 
@@ -91,13 +102,15 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("token_ids", &StreamResult::tokens)
       .def_readonly("memory_positions", &StreamResult::memory_positions)
       .def_readonly("input_positions", &StreamResult::input_positions)
+      .def_readonly("times_ms", &StreamResult::times_ms)
       .def_readonly("score", &StreamResult::score)
       .def_readonly("final", &StreamResult::final);
 
   py::class_<Stream, std::unique_ptr<Stream>>(m, "Stream")
       .def_property_readonly("inputs_received", &Stream::inputs_received)
       .def_property_readonly("input_finished", &Stream::input_finished)
-      .def_property_readonly("memory_size", &Stream::memory_size);
+      .def_property_readonly("memory_size", &Stream::memory_size)
+      .def_property_readonly("memory_held", &Stream::memory_held);
 
   // Decoding calls release the GIL: they touch no Python object, so streams of one
   // Recognizer can be decoded from several Python threads (one thread per stream).
@@ -109,6 +122,25 @@ PYBIND11_MODULE(_C, m) {
       .def("accept", [](const PyRecognizer& r, Stream& s, const at::Tensor& inputs) {
              r.recognizer->accept(s, inputs);
            }, release())
+      .def("accept_waveform",
+           [](const PyRecognizer& r, Stream& s, const at::Tensor& samples, int sample_rate) {
+             const at::Tensor x = mona::python::waveform(samples);
+             r.recognizer->accept_waveform(s, x.data_ptr<float>(), static_cast<size_t>(x.numel()),
+                                           sample_rate);
+           }, release())
+      .def("recognize_waveform",
+           [](const PyRecognizer& r, const at::Tensor& samples, int sample_rate) {
+             const at::Tensor x = mona::python::waveform(samples);
+             const float* v = x.data_ptr<float>();
+             return r.recognizer->recognize_waveform(std::vector<float>(v, v + x.numel()),
+                                                     sample_rate);
+           }, release())
+      .def("decode_streams", [](const PyRecognizer& r, const std::vector<Stream*>& streams) {
+             r.recognizer->decode_streams(streams);
+           }, release())
+      .def_property_readonly("takes_audio", [](const PyRecognizer& r) {
+             return r.recognizer->takes_audio();
+           })
       .def("encode_input", [](const PyRecognizer& r, const std::vector<std::string>& tokens) {
              return r.trained.encode_input(tokens);
            })
