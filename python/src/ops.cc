@@ -30,6 +30,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <string>
 #include <tuple>
 
