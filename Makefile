@@ -4,14 +4,18 @@
 #                   rebuild the torch-free core with ASan+UBSan and run its tests
 #   make build      configure and build (Release) into $(BUILD)
 #   make demo       grapheme-to-phoneme on CMUdict: fetch, train MoChA, evaluate, stream
+#   make python     build the Python extension and make `import mona` work for $(PYTHON)
 #   make bench      build and run the benchmarks (see bench/)
 #   make clean      remove the build trees
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
+# The interpreter of the Python binding: Debian's, whose torch is libtorch-dev's build (a
+# python3 found first on PATH, e.g. pyenv's, usually has no torch).
+PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build test test-release test-other-kernels test-sanitize bench demo clean
+.PHONY: all deps configure build python test test-release test-other-kernels test-sanitize bench demo clean
 
 all: build
 
@@ -23,6 +27,22 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
+
+# The extension is written into python/mona/ (an in-place build), and a file mona.pth in
+# $(PYTHON)'s user site-packages puts this checkout's python/ on its path: no root needed,
+# edits to the .py files apply at once, and deleting that one file undoes it.
+python: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMONA_BUILD_PYTHON=ON \
+	  -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j$(JOBS) --target mona_python
+	@site=$$($(PYTHON) -c 'import site; print(site.getusersitepackages() if site.ENABLE_USER_SITE else "")') && \
+	  if [ -z "$$site" ]; then \
+	    echo "python: user site-packages disabled for $(PYTHON); use PYTHONPATH=$(CURDIR)/python"; \
+	  else \
+	    mkdir -p "$$site" && echo "$(CURDIR)/python" > "$$site/mona.pth" && \
+	    echo "python: $$site/mona.pth -> $(CURDIR)/python" && \
+	    $(PYTHON) -c 'import mona; print("python: import mona works:", mona.__file__)'; \
+	  fi
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

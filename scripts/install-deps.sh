@@ -24,6 +24,9 @@ full_pkgs=(
   libcli11-dev
   # scripts/measure-stream-memory.sh: GNU time for the peak resident memory
   time
+  # The Python binding (python/, `make python`): Debian's interpreter with the same torch
+  # build as libtorch-dev, pybind11 and the headers to build the extension, pytest for its tests.
+  python3-dev python3-torch pybind11-dev python3-pytest
 )
 
 want=("${core_pkgs[@]}")

@@ -1,0 +1,1 @@
+"""Drop-in replacements for other toolkits' functions, with mona's exact results."""

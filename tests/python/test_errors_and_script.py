@@ -1,0 +1,85 @@
+# Error types and messages at the Python surface, and TorchScript over torch.ops.mona.*.
+import pytest
+import torch
+
+import mona
+import mona.functional as F
+from conftest import random_p
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: F.monotonic_alignment(torch.rand(2, 3)),
+     "mona::nn::monotonic_alignment: p: expected 3 dims [B, U, T], got [2, 3]"),
+    (lambda: F.monotonic_alignment(torch.full((1, 1, 3), 2.0)),
+     "monotonic_alignment: p: expected values in [0, 1], got 2 at [0, 0, 0]"),
+    (lambda: F.monotonic_alignment(torch.rand(2, 3, 4), torch.tensor([4, 5])),
+     "in_lens[1] must lie in [0, 4], got 5"),
+    (lambda: F.monotonic_alignment(torch.rand(2, 3, 4, dtype=torch.float16)),
+     "p: expected dtype float32 or float64, got Half"),
+    (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), torch.rand(1, 2, 3), 0),
+     "w: chunk size must be >= 1, got 0"),
+    (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), torch.rand(1, 2, 3, dtype=torch.float64), 2),
+     "u: expected dtype Float (that of alpha), got Double"),
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1), window="wide",
+                                     in_lens=torch.tensor([3])),
+     "window: expected 'none', 'adaptive' or 'fixed', got 'wide'"),
+    (lambda: F.poisson_binomial_log_prob(torch.randn(1, 3), torch.tensor([4])),
+     "k[0] must be <= T = 3 (cannot have more highs than trials), got 4"),
+    (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "xx"),
+     "sampler: expected 'idb', 'bb' or 'db', got 'xx'"),
+])
+def test_argument_errors_are_value_errors_with_monas_message(call, message):
+    with pytest.raises(mona.ArgumentError) as info:
+        call()
+    assert isinstance(info.value, ValueError)
+    assert message in str(info.value)
+    assert "Exception raised from" not in str(info.value)  # no C++ backtrace in the message
+
+
+def test_raw_operators_raise_value_error_too():
+    # torch.ops.mona.* without the functional layer: c10::ValueError -> ValueError
+    with pytest.raises(ValueError, match=r"p: expected values in \[0, 1\], got nan"):
+        torch.ops.mona.monotonic_alignment(torch.full((1, 1, 2), float("nan")))
+
+
+def test_backward_operator_checks_its_arguments():
+    p = torch.rand(1, 2, 3)
+    with pytest.raises(ValueError, match="grad_alpha: expected sizes"):
+        torch.ops.mona.monotonic_alignment_backward(torch.rand(1, 2, 4), p, p, None, None, None)
+
+
+def test_file_errors_are_os_and_runtime_errors(tmp_path):
+    with pytest.raises(mona.DataError) as info:
+        mona.Recognizer(str(tmp_path / "missing.ckpt"))
+    assert isinstance(info.value, OSError) and isinstance(info.value, RuntimeError)
+    assert "missing.ckpt" in str(info.value)
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(OSError, match="bad.ckpt"):
+        mona.Recognizer(str(bad))
+
+
+# ---- TorchScript -------------------------------------------------------------------------
+
+@torch.jit.script
+def scripted_mocha(p: torch.Tensor, u: torch.Tensor, in_lens: torch.Tensor) -> torch.Tensor:
+    alpha = torch.ops.mona.monotonic_alignment(p, in_lens, None, None)
+    return torch.ops.mona.mocha_chunkwise(alpha, u, 2, in_lens, None)
+
+
+def test_torchscript_calls_the_operators():
+    p = random_p((2, 3, 5)).requires_grad_(True)
+    u = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    lens = torch.tensor([5, 3])
+    y = scripted_mocha(p, u, lens)
+    ref = F.mocha_chunkwise(F.monotonic_alignment(p, lens), u, 2, lens)
+    assert torch.equal(y, ref)  # the same kernels on the same inputs
+    g = torch.autograd.grad(y.sum(), (p, u))
+    g_ref = torch.autograd.grad(ref.sum(), (p, u))
+    assert all(torch.equal(a, b) for a, b in zip(g, g_ref))
+    assert "mona::monotonic_alignment" in str(scripted_mocha.graph)
+    # errors inside the interpreter still carry mona's message
+    with pytest.raises(Exception, match=r"expected values in \[0, 1\]"):
+        scripted_mocha(p.detach() * 3, u.detach(), lens)

@@ -1,0 +1,276 @@
+# The operators through mona.functional: gradients (torch.autograd.gradcheck in float64,
+# every differentiable op), float32 against float64, lengths and padding.
+#
+# gradcheck compares mona's analytic backward passes with central finite differences
+# (step 1e-6) in float64: its default tolerances (atol 1e-5, rtol 1e-3) are far above the
+# O(1e-10) truncation and rounding error of differences of these smooth functions at that
+# step, so a wrong gradient entry fails and a right one cannot.
+import math
+
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+import mona
+import mona.functional as F
+from conftest import lengths_mask, random_p
+
+D = torch.float64
+IN = torch.tensor([7, 4, 6])   # in_lens of a [3, U, 7] batch
+OUT = torch.tensor([4, 2, 3])  # out_lens of a [3, 4, T] batch
+
+
+def leaf(t):
+    return t.detach().clone().requires_grad_(True)
+
+
+# ---- gradcheck, float64 --------------------------------------------------------------
+
+def test_gradcheck_monotonic_alignment():
+    p = leaf(random_p((3, 4, 7)))
+    alpha0 = leaf(torch.rand(3, 7, dtype=D) + 0.1)
+    assert gradcheck(lambda p, a0: F.monotonic_alignment(p, IN, OUT, a0), (p, alpha0))
+    assert gradcheck(lambda p: F.monotonic_alignment(p), (p,))
+
+
+def test_gradcheck_monotonic_alignment_step():
+    p = leaf(random_p((3, 7)))
+    prev = leaf(torch.rand(3, 7, dtype=D))
+    assert gradcheck(lambda p, a: F.monotonic_alignment_step(p, a, IN), (p, prev))
+
+
+@pytest.mark.parametrize("w", [1, 3])
+def test_gradcheck_mocha_chunkwise(w):
+    alpha = leaf(F.monotonic_alignment(random_p((3, 4, 7))))
+    u = leaf(torch.randn(3, 4, 7, dtype=D))
+    assert gradcheck(lambda a, u: F.mocha_chunkwise(a, u, w, IN, OUT), (alpha, u))
+
+
+def test_gradcheck_matcha_chunkwise():
+    prev = leaf(torch.rand(3, 4, 7, dtype=D))
+    p = leaf(random_p((3, 4, 7), seed=1))
+    u = leaf(torch.randn(3, 4, 7, dtype=D))
+    assert gradcheck(lambda a, p, u: F.matcha_chunkwise(a, p, u, IN, OUT), (prev, p, u))
+
+
+def test_gradcheck_masked_softmax():
+    e = leaf(torch.randn(3, 4, 7, dtype=D))
+    assert gradcheck(lambda e: F.masked_softmax(e, IN, OUT), (e,))
+
+
+def gmm_inputs(H=2):
+    mu = leaf(torch.tensor([1.0, 2.5, 4.0, 5.5], dtype=D).view(1, 4, 1).expand(3, 4, H)
+              + 0.3 * torch.randn(3, 4, H, dtype=D))
+    var = leaf(0.5 + torch.rand(3, 4, H, dtype=D))
+    w = leaf(torch.softmax(torch.randn(3, 4, H, dtype=D), -1))
+    delta = leaf(0.5 + 0.5 * torch.rand(3, 7, dtype=D))
+    nu = leaf(delta.detach().cumsum(1))
+    return mu, var, w, nu, delta
+
+
+@pytest.mark.parametrize("window", ["none", "adaptive", "fixed"])
+def test_gradcheck_gmm_attention_weights(window):
+    mu, var, w, nu, delta = gmm_inputs()
+    fn = lambda mu, v, w, nu, d: F.gmm_attention_weights(  # noqa: E731
+        mu, v, w, nu, d, window=window, radius=2.0, width=3, in_lens=IN, out_lens=OUT)
+    assert gradcheck(fn, (mu, var, w, nu, delta))
+    # defaults: w = 1, nu_j = j + 1, delta_j = 1, T from in_lens
+    assert gradcheck(lambda mu, v: F.gmm_attention_weights(mu, v, in_lens=IN), (mu, var))
+
+
+def test_gradcheck_gmm_length_penalty():
+    mu, _, _, nu, _ = gmm_inputs()
+    assert gradcheck(lambda mu, nu: F.gmm_length_penalty(mu, nu, 5e-4, IN, OUT), (mu, nu))
+
+
+K = torch.tensor([3, 0, 4])
+
+
+def test_gradcheck_poisson_binomial_log_prob():
+    x = leaf(torch.randn(3, 7, dtype=D))
+    assert gradcheck(lambda x: F.poisson_binomial_log_prob(x, K, IN), (x,))
+
+
+def fixed_b():
+    b = torch.zeros(3, 7, dtype=D)
+    b[0, [1, 2, 5]] = 1
+    b[2, [0, 3, 4, 5]] = 1
+    return b
+
+
+def test_gradcheck_cb_log_prob_and_steps():
+    x = leaf(torch.randn(3, 7, dtype=D))
+    b = fixed_b()
+    assert gradcheck(lambda x: F.cb_log_prob(x, b, IN), (x,))
+    assert gradcheck(lambda x: F.cb_idb_step_log_probs(x, b, IN), (x,))
+    assert gradcheck(lambda x: F.cb_bb_step_log_probs(x, b, IN), (x,))
+    order = mona.cb_sample(x.detach(), K, "db", seed=3, in_lens=IN).positions
+    assert gradcheck(lambda x: F.cb_db_step_log_probs(x, order, K, IN), (x,))
+
+
+def test_gradcheck_cb_log_table():
+    x = leaf(torch.randn(3, 7, dtype=D))
+    # infeasible entries are -inf whatever the logits: compare the finite ones
+    fn = lambda x: (lambda q: torch.where(torch.isfinite(q), q, torch.zeros_like(q)))(  # noqa: E731
+        F.cb_log_table(x, K, IN))
+    assert gradcheck(fn, (x,))
+
+
+def test_gradcheck_cb_marginal_log_likelihood():
+    x = leaf(torch.randn(3, 7, dtype=D))
+    log_emit = leaf(torch.log_softmax(torch.randn(3, 4, 7, dtype=D), dim=1))
+    fn = lambda x, e: F.cb_marginal_log_likelihood(x, e, IN, torch.tensor([4, 2, 3]))  # noqa: E731
+    assert gradcheck(fn, (x, log_emit))
+
+
+@pytest.mark.parametrize("sampler", ["idb", "bb", "db"])
+def test_cb_samplers(sampler):
+    x = leaf(torch.randn(3, 7, dtype=D))
+    s = mona.cb_sample(x, K, sampler, seed=5, in_lens=IN)
+    valid = lengths_mask(IN, 7)
+    assert torch.equal(s.b.sum(1), K.to(D))                       # exactly k highs
+    assert torch.all(s.b[~valid] == 0)                              # none in padding
+    again = mona.cb_sample(x, K, sampler, seed=5, in_lens=IN)
+    assert torch.equal(s.b, again.b)                                # the seed fixes the draw
+    total = s.step_log_probs.sum(1)
+    ref = F.cb_log_prob(x, s.b, IN)
+    if sampler == "db":   # the DB steps factor the ordered draft: log P(set | k) - log k!
+        ref = ref - torch.lgamma(K.to(D) + 1)
+    # one log-probability factored two ways, each a sum of <= 7 terms of size < 10:
+    # float64 rounding < 1e-13
+    torch.testing.assert_close(total, ref, rtol=0, atol=1e-12)
+    g1, = torch.autograd.grad(total.sum(), x)
+    g2, = torch.autograd.grad(ref.sum(), x)
+    torch.testing.assert_close(g1, g2, rtol=0, atol=1e-12)
+    # gradcheck of the step log-probabilities of the draw (the draw itself is fixed by the
+    # seed; a perturbation of 1e-6 would change it only if a uniform fell that close to a
+    # threshold, which these seeds do not)
+    assert gradcheck(lambda x: mona.cb_sample(x, K, sampler, seed=5, in_lens=IN).step_log_probs, (x,))
+    if sampler == "bb":   # positions: the highs in increasing order
+        for r in range(3):
+            assert s.positions[r, :K[r]].tolist() == torch.nonzero(s.b[r]).flatten().tolist()
+    if sampler == "idb":
+        assert s.positions.shape == (3, 0)
+
+
+def test_cb_marginals_sum_to_k():
+    x = torch.randn(3, 7, dtype=D)
+    m = F.cb_marginals(x, K, IN)
+    torch.testing.assert_close(m.sum(1), K.to(D), rtol=0, atol=1e-12)
+    assert torch.all(m[~lengths_mask(IN, 7)] == 0)
+
+
+# ---- float32 against float64 -----------------------------------------------------------
+#
+# Both dtypes get the same (float32-representable) inputs, so the difference is the float32
+# kernels' own rounding. The alignment recursions combine at most U * T = 28 terms in [0, 1]
+# per entry with coefficients in [0, 1]: each step adds at most a few float32 roundings
+# (eps = 6e-8) relative to quantities <= 1, so 1e-5 absolute is a wide bound that a wrong
+# float32 path (a float32 accumulation of a different formula) would still fail. The
+# Poisson-binomial and CB functions compute in double for both dtypes and round once:
+# their float32 outputs are the float64 ones rounded, within 1 float32 ulp (rtol 2^-23).
+
+def f32_cases():
+    p = random_p((3, 4, 7), dtype=torch.float32)
+    u = torch.randn(3, 4, 7)
+    alpha = F.monotonic_alignment(p)
+    mu, var, w, nu, delta = (t.detach().float() for t in gmm_inputs())
+    x = torch.randn(3, 7)
+    log_emit = torch.log_softmax(torch.randn(3, 4, 7), dim=1)
+    b = fixed_b().float()
+    return {
+        "monotonic_alignment": (lambda p: F.monotonic_alignment(p, IN, OUT), (p,), 1e-5),
+        "monotonic_alignment_step": (lambda p, a: F.monotonic_alignment_step(p, a, IN),
+                                     (p[:, 0], alpha[:, 0]), 1e-5),
+        "mocha_chunkwise": (lambda a, u: F.mocha_chunkwise(a, u, 3, IN, OUT), (alpha, u), 1e-5),
+        "matcha_chunkwise": (lambda a, p, u: F.matcha_chunkwise(a, p, u, IN, OUT),
+                             (alpha, p, u), 1e-5),
+        "masked_softmax": (lambda e: F.masked_softmax(e, IN, OUT), (u,), 1e-6),
+        "gmm_attention_weights": (lambda mu, v, w, nu, d: F.gmm_attention_weights(
+            mu, v, w, nu, d, "adaptive", 2.0, 4, IN, OUT), (mu, var, w, nu, delta), 1e-5),
+        "poisson_binomial_log_prob": (lambda x: F.poisson_binomial_log_prob(x, K, IN), (x,), None),
+        "cb_log_prob": (lambda x: F.cb_log_prob(x, b.to(x.dtype), IN), (x,), None),
+        "cb_marginal_log_likelihood": (lambda x, e: F.cb_marginal_log_likelihood(x, e, IN),
+                                       (x, log_emit), None),
+    }
+
+
+@pytest.mark.parametrize("name", list(f32_cases()))
+def test_float32_against_float64(name):
+    fn, args, atol = f32_cases()[name]
+    a32 = [leaf(a) for a in args]
+    a64 = [leaf(a.double()) for a in args]
+    y32, y64 = fn(*a32), fn(*a64)
+    assert y32.dtype == torch.float32 and y64.dtype == torch.float64
+    if atol is None:  # computed in double, rounded once
+        torch.testing.assert_close(y32, y64.float(), rtol=2 ** -23, atol=0)
+    else:
+        torch.testing.assert_close(y32.double(), y64, rtol=0, atol=atol)
+    g = torch.randn(y64.shape, dtype=D)
+    g32 = torch.autograd.grad(y32, a32, g.float())
+    g64 = torch.autograd.grad(y64, a64, g)
+    for x32, x64 in zip(g32, g64):
+        # gradients: the same bound scaled by the size of the upstream gradient (|g| < 5)
+        # and, for the CB functions, 1e-5 absolute for gradients of size O(1) that the
+        # float32 input rounding does not enter (same inputs) but the float32 upstream
+        # gradient's rounding does
+        torch.testing.assert_close(x32.double(), x64, rtol=0, atol=5 * (atol or 2e-6))
+
+
+# ---- lengths and padding ---------------------------------------------------------------
+
+def test_padding_exactly_zero_and_batch_equals_single():
+    p = leaf(random_p((3, 4, 7)))
+    u = leaf(torch.randn(3, 4, 7, dtype=D))
+    alpha = F.monotonic_alignment(p, IN, OUT)
+    beta = F.mocha_chunkwise(alpha, u, 2, IN, OUT)
+    valid = lengths_mask(OUT, 4).unsqueeze(2) & lengths_mask(IN, 7).unsqueeze(1)
+    assert torch.all(alpha[~valid] == 0) and torch.all(beta[~valid] == 0)
+    gp, gu = torch.autograd.grad((beta * torch.randn_like(beta)).sum(), (p, u))
+    assert torch.all(gp[~valid] == 0) and torch.all(gu[~valid] == 0)
+    # each row alone, unpadded, gives the batched row: the same recursion over the same
+    # entries; float64, so only a different association of sums could differ (1e-15)
+    for r in range(3):
+        U, T = int(OUT[r]), int(IN[r])
+        a1 = F.monotonic_alignment(p[r:r + 1, :U, :T])
+        b1 = F.mocha_chunkwise(a1, u[r:r + 1, :U, :T], 2)
+        torch.testing.assert_close(a1[0], alpha[r, :U, :T], rtol=0, atol=1e-15)
+        torch.testing.assert_close(b1[0], beta[r, :U, :T], rtol=0, atol=1e-15)
+
+
+def test_exact_recurrence_and_empty_inputs():
+    # against the recurrence written out (002 eqs. 13-14) in plain Python
+    p = random_p((1, 3, 6))
+    alpha = F.monotonic_alignment(p)[0]
+    prev = [1.0] + [0.0] * 5
+    for i in range(3):
+        q, row = 0.0, []
+        for j in range(6):
+            q = (1 - float(p[0, i, j - 1])) * q + prev[j] if j else prev[0]
+            row.append(float(p[0, i, j]) * q)
+        assert max(abs(a - b) for a, b in zip(row, alpha[i].tolist())) < 1e-15
+        prev = row
+    # zero lengths: all-zero outputs, never NaN
+    z = F.monotonic_alignment(p, torch.tensor([0]), torch.tensor([3]))
+    assert torch.all(z == 0)
+    assert F.monotonic_alignment(torch.zeros(0, 3, 4, dtype=D)).shape == (0, 3, 4)
+
+
+def test_double_backward_raises_instead_of_dropping_terms():
+    p = leaf(random_p((2, 3, 5)))
+    alpha = F.monotonic_alignment(p)
+    # create_graph=True would need the backward of the backward pass: refused, not wrong
+    with pytest.raises(NotImplementedError, match="first order"):
+        torch.autograd.grad(alpha.pow(2).sum(), p, create_graph=True)
+    g, = torch.autograd.grad(alpha.pow(2).sum(), p)  # first order as usual
+    assert g.shape == p.shape
+
+
+def test_inference_mode_runs_the_cpu_kernels():
+    p = random_p((2, 3, 5))
+    with torch.inference_mode():
+        a = F.monotonic_alignment(p)
+        lp = F.poisson_binomial_log_prob(torch.randn(2, 5, dtype=D), torch.tensor([1, 2]))
+    assert torch.equal(a, F.monotonic_alignment(p))
+    assert lp.shape == (2,) and torch.all(torch.isfinite(lp))
+    assert math.isfinite(float(a.sum()))
