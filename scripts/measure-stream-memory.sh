@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Streaming memory of `mona stream --audio -`: a small MoChA model trained for seconds on
-# synthesized tone "words" (low 300 Hz, mid 800 Hz, high 2 kHz: 0.2 s each, 0.05 s pauses),
-# then one minute and one hour of such speech piped in as raw 16-bit PCM. Prints the peak
+# Streaming memory of `mona stream --audio - --long-form`: a small MoChA model (encoder 2 x 128)
+# trained for about a minute on synthesized tone "words" (low 300 Hz, mid 800 Hz, high 2 kHz:
+# 0.2 s each, 0.05 s pauses; utterances of 3-8 words), then one minute and one hour of such
+# speech piped in as raw 16-bit PCM, decoded without </s> until the input ends. Prints the peak
 # resident memory (GNU time's maximum RSS) of each run, the memory entries the stream
 # holds, the tokens emitted and the real-time factor; a soft-attention model, which keeps its
 # whole memory, the same way for contrast. The audio is generated on the fly by Debian's
@@ -40,27 +41,27 @@ if mode == "raw":
 else:
     with open("train.tsv", "w") as manifest:
         for k in range(int(amount)):
-            chosen = [rng.choice(words) for _ in range(rng.randint(2, 4))]
+            chosen = [rng.choice(words) for _ in range(rng.randint(3, 8))]
             with wave.open(f"u{k}.wav", "wb") as w:
                 w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
                 w.writeframes(b"".join(word(f) for _, f in chosen))
             manifest.write(f"u{k}.wav\t{' '.join(n for n, _ in chosen)}\n")
 PY
 
-(cd "$work" && /usr/bin/python3 words.py manifest 64 1)
+(cd "$work" && /usr/bin/python3 words.py manifest 96 1)
 for mech in mocha soft; do
   cat > "$work/$mech.yaml" <<YAML
 data: {train: $work/train.tsv}
 model: {input_kind: audio, features: {num_mel_bins: 20}, conv_channels: 4, encoder_layers: 2,
-        encoder_hidden: 32, time_reduction_layers: 1, decoder_embedding_dim: 8, decoder_hidden: 32,
+        encoder_hidden: 128, time_reduction_layers: 1, decoder_embedding_dim: 8, decoder_hidden: 32,
         attention: {type: $mech, monotonic_energy: dot, init_r: -1, chunk_size: 2}}
-train: {output_dir: $work/run-$mech, batch_size: 8, max_steps: 300, eval_every: 300, threads: 1,
+train: {output_dir: $work/run-$mech, batch_size: 8, max_steps: 600, eval_every: 600, threads: 1,
         optimizer: {learning_rate: 0.01}}
 YAML
   "$mona" train "$work/$mech.yaml" > "$work/train-$mech.log" 2>&1
   for seconds in 60 3600; do
     /usr/bin/python3 "$work/words.py" raw "$seconds" 2 |
-      /usr/bin/time -f "%M" -o "$work/rss" "$mona" --threads 1 stream "$work/run-$mech/last.ckpt" --audio - --rate 16000 \
+      /usr/bin/time -f "%M" -o "$work/rss" "$mona" --threads 1 stream "$work/run-$mech/last.ckpt" --audio - --rate 16000 --long-form \
         > "$work/out" 2>&1
     tokens=$(grep -c " emitted at " "$work/out" || true)
     summary=$(tail -n 1 "$work/out")

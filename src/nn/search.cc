@@ -21,12 +21,15 @@ struct Candidate {
 
 // The best `k` (log-probability, token) pairs of a [V] log-prob vector, best first;
 // ties go to the lower token id, as in greedy argmax.
-std::vector<std::pair<double, int64_t>> top_k(const at::Tensor& log_probs, int64_t k) {
+// `skip`: a token left out (SearchOptions::eos_only_after_input: </s> while input arrives).
+std::vector<std::pair<double, int64_t>> top_k(const at::Tensor& log_probs, int64_t k, int64_t skip = -1) {
   const at::Tensor lp = log_probs.to(torch::kDouble).contiguous();
   const double* v = lp.data_ptr<double>();
-  const int64_t V = lp.numel();
-  std::vector<int64_t> idx(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i) idx[i] = i;
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < lp.numel(); ++i) {
+    if (i != skip) idx.push_back(i);
+  }
+  const auto V = static_cast<int64_t>(idx.size());
   k = std::min(k, V);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
                     [&](int64_t a, int64_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
@@ -35,7 +38,7 @@ std::vector<std::pair<double, int64_t>> top_k(const at::Tensor& log_probs, int64
   return out;
 }
 
-int64_t best_token(const at::Tensor& log_probs) { return top_k(log_probs, 1)[0].second; }
+int64_t best_token(const at::Tensor& log_probs, int64_t skip = -1) { return top_k(log_probs, 1, skip)[0].second; }
 
 }  // namespace
 
@@ -76,6 +79,10 @@ const Hypothesis& OnlineSearch::best() const {
                            [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });
 }
 
+bool OnlineSearch::eos_allowed(const OnlineMemory& memory) const {
+  return !options_.eos_only_after_input || memory.finished();
+}
+
 int64_t OnlineSearch::first_needed(const Attention& attention, const OnlineMemory& memory) const {
   if (done_) return memory.size();
   int64_t first = memory.size();
@@ -111,7 +118,7 @@ bool OnlineSearch::advance_greedy(Decoder& decoder, const OnlineMemory& memory) 
     h.state.attention = step.next.attention;  // keep the scan position even when blocked
     if (step.status == core::ScanStatus::kNeedMoreInput) return progress;
     progress = true;
-    const int64_t y = best_token(step.log_probs);
+    const int64_t y = best_token(step.log_probs, eos_allowed(memory) ? -1 : kEos);
     h.score += step.log_probs[y].item<double>();
     h.state = step.next;
     if (y == kEos) {
@@ -156,7 +163,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
     // 3. Candidates: top `beam` tokens of each, then rank and prune by the margin.
     std::vector<Candidate> cands;
     for (size_t k = 0; k < expandable.size(); ++k) {
-      for (auto& [lp, tok] : top_k(expandable[k].pending->log_probs, options_.beam)) {
+      for (auto& [lp, tok] : top_k(expandable[k].pending->log_probs, options_.beam, eos_allowed(memory) ? -1 : kEos)) {
         cands.push_back({expandable[k].score + lp, k, tok});
       }
     }

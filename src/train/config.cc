@@ -172,6 +172,7 @@ void visit_config(C& c, V& v) {
     v.field("prune_margin", c.decode.prune_margin);
     v.field("length_ratio", c.decode.length_ratio);
     v.field("length_bonus", c.decode.length_bonus);
+    v.field("eos_only_after_input", c.decode.eos_only_after_input);
     v.renamed("threshold", "prune_margin");
   });
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "mona/data/tokens.h"
 #include "mona/stream/stream.h"
 #include "util/test_util.h"
 #include "util/tiny_task.h"
@@ -254,6 +255,36 @@ TEST(AudioStream, DecodeStreamsEqualsEachStreamAlone) {
   stream::Recognizer rec(model, nn::SearchOptions{});
   auto s = rec.create_stream();
   expect_error([&] { rec.decode_streams({s.get(), s.get()}); }, "streams[0] and streams[1] are the same stream");
+}
+
+// Long-form decoding: with eos_only_after_input, </s> is never chosen while input arrives,
+// even by a model that wants nothing else (its </s> logit raised by 100), and is chosen
+// once the input is finished.
+TEST(AudioStream, EosOnlyAfterInputKeepsAStreamGoing) {
+  for (int64_t beam : {0, 2}) {
+    auto model = audio_model("mocha", 0);
+    {
+      torch::NoGradGuard no_grad;
+      model->named_parameters()["decoder.output.bias"][data::kEos] += 100;
+    }
+    nn::SearchOptions so;
+    so.beam = beam;
+    const std::vector<float> x = test_signal(2.0, 16000, 4);
+    EXPECT_TRUE(stream::Recognizer(model, so).recognize_waveform(x, 16000).tokens.empty()) << "beam " << beam;
+    so.eos_only_after_input = true;
+    stream::Recognizer rec(model, so);
+    auto s = rec.create_stream();
+    for (size_t n = 0; n < x.size(); n += 1600) {
+      rec.accept_waveform(*s, x.data() + n, std::min<size_t>(1600, x.size() - n), 16000);
+      while (rec.is_ready(*s)) rec.decode(*s);
+      EXPECT_FALSE(rec.result(*s).final) << "beam " << beam << " after " << n + 1600 << " samples";
+    }
+    rec.input_finished(*s);
+    while (rec.is_ready(*s)) rec.decode(*s);
+    const auto r = rec.result(*s);
+    EXPECT_TRUE(r.final) << "beam " << beam;
+    EXPECT_GT(r.tokens.size(), 5u) << "beam " << beam;
+  }
 }
 
 TEST(AudioStream, ErrorsNameTheArgument) {

@@ -358,6 +358,7 @@ struct StreamArgs {
   int rate = 16000, channels = 1;  // raw PCM on stdin
   double chunk_ms = 10;
   std::string format = "auto";   // stdin: auto (WAV if it starts with RIFF, else raw) | wav | raw
+  bool long_form = false;        // decode.eos_only_after_input
 };
 
 CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
@@ -373,6 +374,8 @@ CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
   cmd->add_option("--chunk-ms", a.chunk_ms, "audio: milliseconds of audio per accept_waveform call")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")->check(CLI::IsMember({"auto", "wav", "raw"}));
+  cmd->add_flag("--long-form", a.long_form,
+                "no </s> before the input ends (decode.eos_only_after_input): transcribe a stream of any length");
   return cmd;
 }
 
@@ -466,7 +469,9 @@ class AudioSource {
 // frames its attention read), the audio received at emission, and the delay between the
 // two. Then the transcript, the real-time factor and the mean and largest delay.
 int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
-  mona::stream::Recognizer rec(t.model, search_options(t, 0));
+  mona::nn::SearchOptions search = search_options(t, 0);
+  if (a.long_form) search.eos_only_after_input = true;
+  mona::stream::Recognizer rec(t.model, search);
   AudioSource source(a);
   const size_t chunk = std::max<size_t>(1, static_cast<size_t>(a.chunk_ms * source.sample_rate() / 1000));
   auto s = rec.create_stream();

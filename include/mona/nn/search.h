@@ -31,6 +31,11 @@ struct SearchOptions {
   double prune_margin = 3.0;   ///< beam only: drop candidates this far (log-probability) below the best
   double length_ratio = 2.0;   ///< output length guard: ratio * T + bonus
   int64_t length_bonus = 10;
+  /// Long-form streaming: </s> is not chosen while input is still arriving (the best other
+  /// token is), so that a stream of any length is transcribed to its end; once the input
+  /// is finished </s> is allowed again. Off by default (a model trained on utterances
+  /// ends each one with </s>). Online search only.
+  bool eos_only_after_input = false;
   void validate() const;
 };
 
@@ -69,6 +74,7 @@ class OnlineSearch {
   bool advance_greedy(Decoder& decoder, const OnlineMemory& memory);
   bool advance_beam(Decoder& decoder, const OnlineMemory& memory);
   int64_t limit(const OnlineMemory& memory) const;
+  bool eos_allowed(const OnlineMemory& memory) const;
   SearchOptions options_;
   std::vector<Hypothesis> live_, finished_;
   bool done_ = false;
