@@ -20,9 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as F
+from ._C import ArgumentError
 
 __all__ = ["MonotonicEnergy", "AdditiveEnergy", "MonotonicAttention", "MochaAttention",
-           "MatchaAttention", "SoftAttention"]
+           "MatchaAttention", "SoftAttention", "GmmAttention"]
 
 
 class AdditiveEnergy(nn.Module):
@@ -142,4 +143,82 @@ class SoftAttention(nn.Module):
                 out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         w = F.masked_softmax(self.energy(queries, memory), memory_lengths, out_lengths)
         self.last_alignment = w
+        return _context(w, memory), w
+
+
+class GmmAttention(nn.Module):
+    """GMM attention (003 eqs. 4-8), SAGMM (``source_aware``, eqs. 9-12) and SAGMM-tr
+    (``window="adaptive"``, eqs. 14-16, or ``"fixed"``, eqs. 17-20), with the parameters and
+    options of the C++ ``GmmAttention`` (``include/mona/nn/gmm_attention.h``,
+    ``GmmAttentionOptions``).
+
+    From each query a linear layer gives, per head h of ``num_heads``: the step
+    ``Delta = softplus(.)`` (clamped to ``max_step`` when > 0; bias ``init_step_bias``), the
+    variance ``softplus(.) + min_variance`` (bias 0.5: about 1; clamped to ``max_variance``
+    when > 0) and the mixture weight
+    (softmax over heads). ``mu_i = mu_{i-1} + Delta_i`` with ``mu_0 = 0`` (eq. 5). Memory
+    positions: ``nu_j = j + 1`` (GMM), or with ``source_aware`` ``delta_j = sigmoid(W h_j + b)``
+    per head (bias 2) and ``nu = cumsum(delta)`` (eqs. 9-10). The weights are
+    :func:`mona.functional.gmm_attention_weights` summed over heads.
+
+    ``forward(queries [B, U, Dq], memory [B, T, Dh], memory_lengths=None, out_lengths=None)``
+    returns ``(contexts [B, U, Dh], weights [B, U, T])``; ``last_alignment`` holds the weights
+    and ``last_mu`` the means ``[B, U, H]`` (for the length penalty of eq. 13,
+    :func:`mona.functional.gmm_length_penalty`). Errors as the functional call
+    (``mona.ArgumentError``, a ``ValueError``)."""
+
+    def __init__(self, query_dim: int, memory_dim: int, num_heads: int = 1,
+                 source_aware: bool = False, window: str = "none", window_radius: float = 2.0,
+                 window_width: int = 4, max_step: float = 0.0, min_variance: float = 1e-2,
+                 init_step_bias: float = 0.5, max_variance: float = 0.0):
+        super().__init__()
+        if window not in ("none", "adaptive", "fixed"):
+            raise ArgumentError(f"GmmAttention: window must be none, adaptive or fixed, got {window!r}")
+        if num_heads < 1:
+            raise ArgumentError(f"GmmAttention: num_heads must be >= 1, got {num_heads}")
+        self.num_heads, self.source_aware, self.window = num_heads, source_aware, window
+        self.window_radius, self.window_width = window_radius, window_width
+        self.max_step, self.min_variance, self.max_variance = max_step, min_variance, max_variance
+        self.query_proj = nn.Linear(query_dim, 3 * num_heads)
+        with torch.no_grad():
+            self.query_proj.bias[:num_heads].fill_(init_step_bias)
+            self.query_proj.bias[num_heads:2 * num_heads].fill_(0.5)
+        self.position = nn.Linear(memory_dim, num_heads) if source_aware else None
+        if self.position is not None:
+            with torch.no_grad():
+                self.position.bias.fill_(2.0)
+        self.last_alignment: Optional[Tensor] = None
+        self.last_mu: Optional[Tensor] = None
+
+    def forward(self, queries: Tensor, memory: Tensor, memory_lengths: Optional[Tensor] = None,
+                out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        H = self.num_heads
+        B, U, T = queries.shape[0], queries.shape[1], memory.shape[1]
+        raw = self.query_proj(queries)
+        step = torch.nn.functional.softplus(raw[..., :H])
+        if self.max_step > 0:
+            step = step.clamp(0.0, self.max_step)
+        variance = torch.nn.functional.softplus(raw[..., H:2 * H]) + self.min_variance
+        if self.max_variance > 0:
+            variance = variance.clamp(max=self.max_variance)
+        weights = torch.softmax(raw[..., 2 * H:], dim=-1)
+        mu = torch.cumsum(step, dim=1)  # eq. 5 with mu_0 = 0
+        if self.position is not None:
+            delta = torch.sigmoid(self.position(memory)).permute(0, 2, 1)  # [B, H, T]
+            nu = torch.cumsum(delta, dim=-1)
+        else:
+            nu = torch.arange(1, T + 1, dtype=memory.dtype).view(1, 1, T).expand(B, H, T)
+            delta = torch.ones(B, H, T, dtype=memory.dtype)
+
+        def fold(x: Tensor) -> Tensor:  # [B, U, H] -> [B*H, U, 1]
+            return x.permute(0, 2, 1).reshape(B * H, U, 1)
+
+        in_lens = memory_lengths.repeat_interleave(H) if memory_lengths is not None else None
+        o_lens = out_lengths.repeat_interleave(H) if out_lengths is not None else None
+        alpha = F.gmm_attention_weights(fold(mu), fold(variance), fold(weights),
+                                        nu.reshape(B * H, T), delta.reshape(B * H, T),
+                                        self.window, self.window_radius, self.window_width,
+                                        in_lens, o_lens)
+        w = alpha.view(B, H, U, T).sum(1)
+        self.last_alignment, self.last_mu = w, mu
         return _context(w, memory), w

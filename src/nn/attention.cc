@@ -48,6 +48,9 @@ void GmmAttentionOptions::validate(const char* who) const {
   MONA_CHECK(std::isfinite(max_step), who, ": gmm.max_step must be finite, got ", max_step);
   MONA_CHECK(std::isfinite(min_variance) && min_variance > 0, who,
              ": gmm.min_variance must be finite and > 0, got ", min_variance);
+  MONA_CHECK(std::isfinite(max_variance) && (max_variance == 0 || max_variance > min_variance), who,
+             ": gmm.max_variance must be 0 (no clamp) or finite and > gmm.min_variance = ", min_variance, ", got ",
+             max_variance);
   MONA_CHECK(std::isfinite(init_step_bias), who, ": gmm.init_step_bias must be finite, got ",
              init_step_bias);
 }
@@ -73,15 +76,15 @@ const std::vector<MechanismInfo>& mechanisms() {
        "000 eqs. 14-26"},
       {"matcha", true, "monotonic_energy, energy, attention_dim, init_r, noise_std, tau, sample",
        "000 App. C"},
-      {"gmm", false, "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias",
+      {"gmm", false, "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.max_variance, gmm.init_step_bias",
        "003 eqs. 4-8"},
-      {"sagmm", false, "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias",
+      {"sagmm", false, "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.max_variance, gmm.init_step_bias",
        "003 eqs. 9-12"},
       {"sagmm-tr", true,
-       "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias, gmm.window_radius",
+       "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.max_variance, gmm.init_step_bias, gmm.window_radius",
        "003 eqs. 9-16"},
       {"sagmm-fixed", true,
-       "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.init_step_bias, gmm.window_width",
+       "gmm.num_heads, gmm.max_step, gmm.min_variance, gmm.max_variance, gmm.init_step_bias, gmm.window_width",
        "003 eqs. 9-12, 17-20"},
   };
   return table;

@@ -2,6 +2,9 @@
 // include/mona/nn/gmm_attention.h and mona/core/gmm.h.
 #include "mona/nn/gmm_attention.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <ATen/Dispatch.h>
 #include <torch/autograd.h>
 #include <torch/torch.h>
@@ -289,6 +292,7 @@ GmmAttention::Params GmmAttention::params(const at::Tensor& queries) {
   p.step = torch::nn::functional::softplus(raw.narrow(-1, 0, H));
   if (options_.gmm.max_step > 0) p.step = torch::clamp(p.step, 0.0, options_.gmm.max_step);
   p.variance = torch::nn::functional::softplus(raw.narrow(-1, H, H)) + options_.gmm.min_variance;
+  if (options_.gmm.max_variance > 0) p.variance = torch::clamp_max(p.variance, options_.gmm.max_variance);
   p.weights = torch::softmax(raw.narrow(-1, 2 * H, H), -1);
   return p;
 }
@@ -383,12 +387,26 @@ void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& m
 }
 
 int64_t GmmAttention::first_needed(const HardState& state) const {
-  if (window_.window != core::GmmWindow::kFixed || !state.extension) return 0;
+  if (!state.extension) return 0;
   const auto* s = dynamic_cast<const GmmHardState*>(state.extension.get());
   if (s == nullptr || s->cursors.empty()) return 0;
-  int64_t gamma = s->cursors[0].gamma;
-  for (const auto& c : s->cursors) gamma = std::min(gamma, c.gamma);
-  return std::max<int64_t>(0, gamma - core::gmm_fixed_half_width(window_.width));
+  if (window_.window == core::GmmWindow::kFixed) {
+    int64_t gamma = s->cursors[0].gamma;
+    for (const auto& c : s->cursors) gamma = std::min(gamma, c.gamma);
+    return std::max<int64_t>(0, gamma - core::gmm_fixed_half_width(window_.width));
+  }
+  if (window_.window != core::GmmWindow::kAdaptive || options_.gmm.max_variance <= 0 || !s->positions) return 0;
+  // Every later step's window lies above mu - r sqrt(v) >= mu_{last} - r sqrt(max_variance)
+  // (mu never decreases, eq. 5): the first entry whose position exceeds that, less one
+  // entry of slack for the rounding of the window bounds, is the first one still readable.
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (size_t h = 0; h < s->mu.size(); ++h) {
+    const std::vector<double>& nu = s->positions->nu[h];
+    const double lo = s->mu[h] - window_.radius * std::sqrt(options_.gmm.max_variance);
+    const auto above = std::upper_bound(nu.begin(), nu.begin() + std::min<int64_t>(s->frames, nu.size()), lo);
+    first = std::min<int64_t>(first, std::max<int64_t>(0, (above - nu.begin()) - 1));
+  }
+  return first == std::numeric_limits<int64_t>::max() ? 0 : first;
 }
 
 HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemory& memory,

@@ -121,6 +121,7 @@ void visit_config(C& c, V& v) {
         v.field("window_width", a.gmm.window_width);
         v.field("max_step", a.gmm.max_step);
         v.field("min_variance", a.gmm.min_variance);
+        v.field("max_variance", a.gmm.max_variance);
         v.field("init_step_bias", a.gmm.init_step_bias);
       });
       for (const auto& r : kRenamedAttentionKeys) v.renamed(r.first, r.second);

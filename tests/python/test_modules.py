@@ -23,3 +23,47 @@ def test_module_forward_backward(cls):
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in att.parameters())
     att.eval()  # no noise: deterministic
     assert torch.equal(att(q, h, lens)[1], att(q, h, lens)[1])
+
+
+# GmmAttention against the mixture written out here (003 eqs. 7-12, no window): for each head
+# h, w_h delta_j N(nu_j; mu_h, v_h), summed; float64, so agreement to 1e-12.
+@pytest.mark.parametrize("source_aware", [False, True])
+def test_gmm_module_equals_the_mixture_written_out(source_aware):
+    torch.manual_seed(3)
+    att = mona.nn.GmmAttention(5, 6, num_heads=3, source_aware=source_aware).double()
+    q = torch.randn(2, 4, 5, dtype=torch.float64)
+    h = torch.randn(2, 9, 6, dtype=torch.float64)
+    ctx, w = att(q, h)
+    raw = att.query_proj(q)
+    step, var = torch.nn.functional.softplus(raw[..., :3]), torch.nn.functional.softplus(raw[..., 3:6]) + 1e-2
+    mix = torch.softmax(raw[..., 6:], -1)
+    mu = torch.cumsum(step, 1)  # [B, U, H]
+    if source_aware:
+        delta = torch.sigmoid(att.position(h))  # [B, T, H]
+    else:
+        delta = torch.ones(2, 9, 3, dtype=torch.float64)
+    nu = torch.cumsum(delta, 1) if source_aware else torch.arange(1, 10, dtype=torch.float64).view(1, 9, 1).expand(2, 9, 3)
+    d = nu.unsqueeze(1) - mu.unsqueeze(2)  # [B, U, T, H]
+    density = torch.exp(-d * d / (2 * var.unsqueeze(2))) / torch.sqrt(2 * torch.pi * var.unsqueeze(2))
+    expected = (mix.unsqueeze(2) * delta.unsqueeze(1) * density).sum(-1)
+    assert torch.allclose(w, expected, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(ctx, torch.bmm(expected, h), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("window", ["none", "adaptive", "fixed"])
+def test_gmm_module_gradcheck_and_padding(window):
+    torch.manual_seed(4)
+    att = mona.nn.GmmAttention(4, 5, num_heads=2, source_aware=True, window=window).double()
+    q = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    h = torch.randn(2, 6, 5, dtype=torch.float64, requires_grad=True)
+    lens = torch.tensor([6, 3])
+    ctx, w = att(q, h, lens)
+    assert torch.all(w[1, :, 3:] == 0)
+    assert torch.autograd.gradcheck(lambda q_, h_: att(q_, h_, lens)[0], (q, h))
+    ctx.sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in att.parameters())
+
+
+def test_gmm_module_errors_are_value_errors():
+    with pytest.raises(ValueError, match="window must be none, adaptive or fixed, got 'sliding'"):
+        mona.nn.GmmAttention(4, 5, window="sliding")

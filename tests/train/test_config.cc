@@ -51,7 +51,7 @@ model:
     chunk_size: 3
     tau: 0.25
     sample: true
-    gmm: {num_heads: 4, window_radius: 1.5, window_width: 6, max_step: 2.5, min_variance: 0.001, init_step_bias: 0.75}
+    gmm: {num_heads: 4, window_radius: 1.5, window_width: 6, max_step: 2.5, min_variance: 0.001, max_variance: 9, init_step_bias: 0.75}
 train:
   output_dir: somewhere
   seed: 9
@@ -175,7 +175,7 @@ TEST(Config, KeysOfEarlierVersionsAreRefusedNamingTheNewKey) {
   }
   expect_error([] { with("model.attention.gmm.radius=2"); },
                  "unknown key \"model.attention.gmm.radius\" (known keys of model.attention.gmm: "
-                 "init_step_bias, max_step, min_variance, num_heads, window_radius, window_width)");
+                 "init_step_bias, max_step, max_variance, min_variance, num_heads, window_radius, window_width)");
 }
 
 TEST(Config, CheckpointsOfEarlierVersionsAreMigrated) {

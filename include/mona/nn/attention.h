@@ -63,6 +63,11 @@ struct GmmAttentionOptions {
   /// mechanism; <= 0: no clamp (003's plain GMM, eqs. 4-5, has none).
   double max_step = 3.0;
   double min_variance = 1e-4;   ///< floor added to the softplus variance (> 0)
+  /// > 0: the variance is clamped to at most this (not in 003). It bounds how far back
+  /// sagmm-tr's window (eq. 14) can reach, r sqrt(max_variance) positions behind the last
+  /// mean, so that a stream releases the memory behind it (Attention::first_needed); 0: no
+  /// clamp, and sagmm-tr keeps its whole memory.
+  double max_variance = 0.0;
   double init_step_bias = 0.5;  ///< initial bias of Delta's pre-softplus (about 1 entry/step)
   /// Throws mona::ArgumentError naming the field (prefixed by `who`) and the value.
   void validate(const char* who) const;

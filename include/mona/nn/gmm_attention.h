@@ -160,8 +160,10 @@ class GmmAttention : public Attention {
   bool is_online() const override { return window_.window != core::GmmWindow::kNone; }
   /// kFixed (sagmm-fixed): gamma_{i-1} - (c - 1) / 2, the least over the heads: gamma never
   /// decreases (003 eq. 18 searches from gamma_{i-1}) and the window is gamma +- (c - 1) / 2
-  /// (eqs. 19-20). kAdaptive and kNone: 0 (every entry kept): the adaptive window's lower
-  /// edge mu - r sigma can move back without limit, since sigma is not bounded above.
+  /// (eqs. 19-20). kAdaptive (sagmm-tr) with gmm.max_variance > 0: the first entry whose
+  /// position exceeds mu_{i-1} - r sqrt(max_variance) for some head, less one; without
+  /// that bound 0 (every entry kept), since the window's lower edge mu - r sigma could
+  /// move back without limit. kNone: 0.
   int64_t first_needed(const HardState& state) const override;
   const GmmAttentionOptions& gmm_options() const { return options_.gmm; }
   /// SAGMM positions nu = cumsum(sigmoid(K W_delta)) (eqs. 9-10); false: nu_j = j + 1.

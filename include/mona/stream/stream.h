@@ -40,10 +40,12 @@
 // nn::Attention::first_needed: before t_{i-1} for hard monotonic attention and MAtChA,
 // before t_{i-1} - w + 1 for MoChA), and the encoder keeps only the frames its
 // convolutions still need, so a stream of any length runs in bounded memory with these
-// mechanisms and with SAGMM-tr's fixed window ("sagmm-fixed": before gamma_{i-1} - (c-1)/2),
-// Stream::memory_held counting the entries. Soft attention, GMM and SAGMM keep the whole
-// memory (a step may read any entry), and so does SAGMM-tr's adaptive window ("sagmm-tr"):
-// its lower edge mu - r sigma can move back without limit, as sigma is not bounded above.
+// mechanisms, with SAGMM-tr's fixed window ("sagmm-fixed": before gamma_{i-1} - (c-1)/2)
+// and with its adaptive window ("sagmm-tr") when the variance is bounded
+// (gmm.max_variance > 0: before mu_{i-1} - r sqrt(max_variance)), Stream::memory_held
+// counting the entries. Soft attention, GMM and SAGMM keep the whole memory (a step may read
+// any entry), and so does sagmm-tr without max_variance: its window's lower edge
+// mu - r sigma could move back without limit.
 //
 // accept() computes the encoder's front end at once and queues its rows; decode() runs the
 // queued rows through the LSTM layers before searching, and decode_streams() does that for
