@@ -18,10 +18,6 @@ using detail::fail;
 using detail::fail_data;
 
 
-bool is_blank(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return is_space(c); });
-}
-
 std::string join(const std::vector<std::string>& tokens) {
   std::string out;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -58,16 +54,7 @@ std::vector<std::string> tokenize(const std::string& text) {
 
 std::vector<Example> parse_tsv(const std::string& text, const std::string& source_name) {
   std::vector<Example> examples;
-  std::size_t pos = 0;
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (is_blank(line)) continue;
+  for_each_line(text, [&](const std::string& line, int64_t line_no) {
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
     const auto tabs = std::count(line.begin(), line.end(), '\t');
     check_data(tabs == 1, where(), "expected 1 TAB separating input and output, found ", tabs);
@@ -78,7 +65,7 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
     check_data(!ex.input.empty(), where(), "empty input (no tokens before the TAB)");
     check_data(!ex.output.empty(), where(), "empty output (no tokens after the TAB)");
     examples.push_back(std::move(ex));
-  }
+  });
   return examples;
 }
 

@@ -14,16 +14,7 @@ std::vector<Example> parse_manifest(const std::string& text, const std::string& 
                                     const std::string& source_name) {
   namespace fs = std::filesystem;
   std::vector<Example> examples;
-  std::size_t pos = 0;
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (std::all_of(line.begin(), line.end(), [](char c) { return is_space(c); })) continue;
+  for_each_line(text, [&](const std::string& line, int64_t line_no) {
     const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
     const auto tabs = std::count(line.begin(), line.end(), '\t');
     detail::check_data(tabs == 1, where, "expected 1 TAB separating the audio path and the transcript, found ", tabs);
@@ -38,7 +29,7 @@ std::vector<Example> parse_manifest(const std::string& text, const std::string& 
                        ") does not exist");
     ex.input = {audio.lexically_normal().string()};
     examples.push_back(std::move(ex));
-  }
+  });
   return examples;
 }
 

@@ -1,12 +1,35 @@
 // Internal to mona::data: what counts as white space between tokens of a data file.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
 namespace mona::data {
 
 /// Space, tab, newline, carriage return, vertical tab, form feed (the C locale's isspace,
 /// without its locale dependence).
 inline bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/// Calls f(line, line_no) for every line of `text` that is not blank (empty or white space
+/// only), line_no counting from 1, with a trailing '\r' (CRLF files) dropped: how TSV
+/// datasets and manifests are read.
+template <class F>
+void for_each_line(const std::string& text, F&& f) {
+  std::size_t pos = 0;
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (std::all_of(line.begin(), line.end(), [](char c) { return is_space(c); })) continue;
+    f(line, line_no);
+  }
 }
 
 }  // namespace mona::data
