@@ -21,6 +21,16 @@ constexpr int64_t kConvStride = 2;  // each of the two 3x3 convolutions (pad 1) 
 int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
 }  // namespace
 
+namespace detail {
+// Inverted dropout (torch::dropout's), its keep mask drawn from `generator` when given.
+at::Tensor dropout(const at::Tensor& x, double p, bool training, at::Generator* generator) {
+  if (!training || p == 0) return x;
+  if (generator == nullptr) return torch::dropout(x, p, true);
+  const at::Tensor keep = at::empty_like(x).bernoulli_(1 - p, *generator);
+  return x * keep * (1 / (1 - p));
+}
+}  // namespace detail
+
 void ModelOptions::validate() const {
   const char* w = "ModelOptions";
   MONA_CHECK(input_kind == "symbols" || input_kind == "features" || input_kind == "audio", w,
@@ -143,7 +153,7 @@ at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
       x = std::get<0>(lstms_[l]->forward(x));
     }
     if (options_.dropout > 0 && l + 1 < lstms_.size()) {
-      x = torch::dropout(x, options_.dropout, is_training());
+      x = detail::dropout(x, options_.dropout, is_training(), dropout_generator);
     }
     if (!projections_.empty()) x = projections_[l]->forward(x);
   }
@@ -390,7 +400,6 @@ Decoder::Decoder(const ModelOptions& o, int64_t memory_dim) : options_(o) {
   embedding = register_module("embedding", torch::nn::Embedding(o.output_vocab, o.decoder_embedding_dim));
   cell = register_module("cell", torch::nn::LSTMCell(o.decoder_embedding_dim + memory_dim, o.decoder_hidden));
   output = register_module("output", torch::nn::Linear(o.decoder_hidden + memory_dim, o.output_vocab));
-  dropout = register_module("dropout", torch::nn::Dropout(o.dropout));
   AttentionOptions a = o.attention_options;
   a.query_dim = o.decoder_hidden;
   a.memory_dim = memory_dim;
@@ -398,7 +407,7 @@ Decoder::Decoder(const ModelOptions& o, int64_t memory_dim) : options_(o) {
 }
 
 at::Tensor Decoder::output_logits(const at::Tensor& h, const at::Tensor& context) {
-  return output(dropout(torch::cat({h, context}, -1)));
+  return output(detail::dropout(torch::cat({h, context}, -1), options_.dropout, is_training(), dropout_generator));
 }
 
 std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const Memory& memory,
@@ -408,19 +417,21 @@ std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const
   at::Tensor c = torch::zeros_like(h);
   at::Tensor state = attention->initial_state(memory);
   const at::Tensor emb = embedding(y_in);  // [B, U, E]
-  std::vector<at::Tensor> logits, weights, kept;
+  std::vector<at::Tensor> hs, contexts, weights, kept;
   for (int64_t i = 0; i < U; ++i) {
     StepOutput att = attention->step(h, memory, state);
     auto hc = cell(torch::cat({emb.select(1, i), att.context}, 1), std::make_tuple(h, c));
     h = std::get<0>(hc);
     c = std::get<1>(hc);
-    logits.push_back(output_logits(h, att.context));
+    hs.push_back(h);
+    contexts.push_back(att.context);
     weights.push_back(att.weights);
     state = att.state;
     if (states && state.defined()) kept.push_back(state);
   }
   if (states) *states = kept.empty() ? at::Tensor() : torch::stack(kept, 1);
-  return {torch::stack(logits, 1), torch::stack(weights, 1)};
+  // The output layer reads nothing the recursion produces later: one product for all steps.
+  return {output_logits(torch::stack(hs, 1), torch::stack(contexts, 1)), torch::stack(weights, 1)};
 }
 
 at::Tensor Decoder::expected_step(int64_t y_prev, at::Tensor& h, at::Tensor& c, at::Tensor& alignment,
@@ -470,7 +481,7 @@ Seq2Seq::Seq2Seq(ModelOptions options) : options_(std::move(options)) {
 at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
                          const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
                          at::Tensor* weights, int64_t* tokens,
-                         const LengthPenaltyOptions* length_penalty) {
+                         const LengthPenaltyOptions* length_penalty, const BatchTotals* totals) {
   const char* fn = "Seq2Seq::loss";
   MONA_CHECK(targets.dim() == 2 && targets.scalar_type() == at::kLong, fn,
               ": targets: expected int64 [B, U], got ", targets.scalar_type(), " ", targets.sizes());
@@ -529,10 +540,15 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
   if (smoothing.uniform > 0) {
     q = (1 - smoothing.uniform) * q + smoothing.uniform / static_cast<double>(V) * validf.unsqueeze(2);
   }
-  const at::Tensor n = validf.sum();
-  if (tokens) *tokens = n.item<int64_t>();
+  const int64_t n = (tl + 1).sum().item<int64_t>();  // the valid positions: U_b + 1 each
+  if (tokens) *tokens = n;
   if (weights) *weights = w;
-  at::Tensor loss = -(q * log_probs).sum() / n.clamp_min(1);
+  if (totals) {
+    MONA_CHECK(totals->tokens >= n && totals->sequences >= B, fn, ": BatchTotals of ", totals->tokens,
+               " tokens and ", totals->sequences, " sequences cannot hold this shard's ", n, " and ", B);
+  }
+  const int64_t token_divisor = totals ? totals->tokens : n, sequence_divisor = totals ? totals->sequences : B;
+  at::Tensor loss = -(q * log_probs).sum() / static_cast<double>(std::max<int64_t>(token_divisor, 1));
   if (penalise) {
     // Heads folded into the batch: mu [B, U, H] -> [B*H, U, 1], nu [B, H, T] -> [B*H, T].
     const int64_t H = states.size(2), T = mem.in_len();
@@ -540,7 +556,7 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
     const at::Tensor nu = gmm->positions(mem).first.reshape({B * H, T});
     const at::Tensor per_head = gmm_length_penalty(
         mu, nu, length_penalty->lambda, mlens.repeat_interleave(H), (tl + 1).repeat_interleave(H));
-    loss = loss + per_head.view({B, H}).sum(1).mean();
+    loss = loss + per_head.view({B, H}).sum() / static_cast<double>(sequence_divisor);
   }
   return loss;
 }

@@ -1,11 +1,13 @@
 // Training runs, checkpoints and evaluation; see include/mona/train/trainer.h.
 #include "mona/train/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -25,6 +27,7 @@
 #include "mona/io/files.h"
 #include "mona/io/log.h"
 #include "mona/io/plot.h"
+#include "mona/nn/threads.h"
 
 namespace mona::train {
 namespace fs = std::filesystem;
@@ -549,10 +552,26 @@ class TrainingRun {
   // SpecAugment (train.spec_augment) on a batch of raw frames [B, T, F] with lengths: the
   // masks (drawn from the step's seed) set a cell to the feature mean, which the model
   // normalises to 0, as SpecAugment masks normalised features with 0.
-  void augment(at::Tensor& x, const at::Tensor& lengths) const;
+  // `shard`: which shard of the step's batch x is (train_step), part of the masks' seed.
+  void augment(at::Tensor& x, const at::Tensor& lengths, int64_t shard) const;
   // One optimizer step on the next batch: loss, backward, clipping, Adam. Throws
   // mona::ArgumentError when the loss is not finite (training diverged).
+  //
+  // With train.threads = n > 1 the batch is cut into n contiguous shards (it is sorted by
+  // length, so they are alike), and shard k runs its forward and backward pass on its own
+  // thread, on the model itself (k = 0) or on replica k (same parameters, copied in before
+  // the step; its own training noise, drawn from the seed, the step and k). Each shard's loss
+  // is divided by the whole batch's token count (nn::BatchTotals), so the gradients, added
+  // into the model's in the order of k, are the batch's: the same computation as one thread
+  // but for the order of additions and the noise draws. Deterministic for a given thread
+  // count. Every thread runs its operators and matrix products on itself (nn/threads.h):
+  // the model's small operators cost mostly their dispatch, which only this splitting runs
+  // in parallel.
   void train_step();
+  // Forward and backward pass of one shard (the batch rows `idx`) on `model`; returns the
+  // shard's loss (its share of the batch's) and its token count.
+  std::pair<double, int64_t> shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx, int64_t shard,
+                                        const nn::BatchTotals* totals);
   // Shows the step's loss and throughput, and every train.log_every steps writes a "train"
   // record with the mean loss since the last one.
   void record_step(double loss, int64_t tokens);
@@ -581,6 +600,8 @@ class TrainingRun {
   TrainedModel t_;
   std::vector<Encoded> data_;
   std::unique_ptr<torch::optim::Adam> adam_;
+  std::vector<std::shared_ptr<nn::Seq2Seq>> replicas_;  // train.threads - 1 copies (train_step)
+  std::vector<at::Generator> replica_dropout_;          // their dropout generators
   RunState run_;
   std::optional<io::JsonlLog> log_;
   std::optional<io::Progress> progress_;
@@ -599,7 +620,7 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
       last_path_(c.train.output_dir + "/last.ckpt"),
       best_path_(c.train.output_dir + "/best.ckpt") {
   c_.train.threads = usable_threads(c_.train.threads, "train.threads", &progress_out_);
-  torch::set_num_threads(static_cast<int>(c_.train.threads));
+  nn::set_threads(1);  // parallel over shards of the batch instead (train_step)
   torch::manual_seed(c_.train.seed);
 
   const auto train_examples = read_examples(c_, c_.data.train);
@@ -621,6 +642,15 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
     for (const auto& ex : train_examples) {
       data_.push_back({t_.input_vocab.encode(ex.input), t_.output_vocab.encode(ex.output), {}});
     }
+  }
+  for (int64_t k = 1; k < c_.train.threads; ++k) {
+    Config replica_config = t_.config;
+    replicas_.push_back(build_model(replica_config, t_.input_vocab, t_.output_vocab));
+  }
+  replica_dropout_.resize(replicas_.size());
+  for (size_t k = 0; k < replicas_.size(); ++k) {
+    replicas_[k]->encoder->dropout_generator = &replica_dropout_[k];
+    replicas_[k]->decoder->dropout_generator = &replica_dropout_[k];
   }
   const auto& o = c_.train.optimizer;
   adam_ = std::make_unique<torch::optim::Adam>(t_.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
@@ -682,6 +712,7 @@ void TrainingRun::prepare_output_dir() {
 
 TrainResult TrainingRun::train() {
   t_.model->train();
+  for (auto& r : replicas_) r->train();
   last_record_ = std::chrono::steady_clock::now();
   batches_ = epoch_batches(data_, c_.train.batch_size, c_.train.seed, run_.epoch);
   int stopped = 0;
@@ -714,11 +745,12 @@ const std::vector<size_t>& TrainingRun::next_batch() {
   return batches_[static_cast<size_t>(run_.position++)];
 }
 
-void TrainingRun::augment(at::Tensor& x, const at::Tensor& lengths) const {
+void TrainingRun::augment(at::Tensor& x, const at::Tensor& lengths, int64_t shard) const {
   const audio::SpecAugmentOptions& opts = c_.train.spec_augment;
   if (!opts.enabled() || x.dim() != 3) return;
   const nn::Encoder& encoder = *t_.model->encoder;
-  core::Rng rng(c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) + 0x5eedULL);
+  core::Rng rng(c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) * 64 + static_cast<uint64_t>(shard) +
+                0x5eedULL);
   at::Tensor mask = torch::ones_like(x);
   for (int64_t b = 0; b < x.size(0); ++b) {
     audio::Features f;
@@ -732,28 +764,83 @@ void TrainingRun::augment(at::Tensor& x, const at::Tensor& lengths) const {
   x = torch::where(mask > 0, x, encoder.feature_mean().view({1, 1, -1}).expand_as(x));
 }
 
+std::pair<double, int64_t> TrainingRun::shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx,
+                                                   int64_t shard, const nn::BatchTotals* totals) {
+  auto [x, xl] = pad(data_, idx, false);
+  augment(x, xl, shard);
+  auto [y, yl] = pad(data_, idx, true);
+  nn::LengthPenaltyOptions penalty;
+  penalty.lambda = c_.train.length_penalty;
+  penalty.until_step = c_.train.length_penalty_until;
+  penalty.step = t_.step;
+  int64_t tokens = 0;
+  at::Tensor loss = model.loss(x, xl, y, yl, c_.train.smoothing, nullptr, &tokens,
+                               c_.train.length_penalty > 0 ? &penalty : nullptr, totals);
+  loss.backward();
+  return {loss.item<double>(), tokens};
+}
+
 void TrainingRun::train_step() {
   const auto& idx = next_batch();
-  auto [x, xl] = pad(data_, idx, false);
-  augment(x, xl);
-  auto [y, yl] = pad(data_, idx, true);
   const auto& o = c_.train.optimizer;
   for (auto& group : adam_->param_groups()) {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(o, t_.step));
   }
   adam_->zero_grad();
+  const size_t shards = std::min(idx.size(), replicas_.size() + 1);
+  double lv = 0;
   int64_t tokens = 0;
-  nn::LengthPenaltyOptions penalty;
-  penalty.lambda = c_.train.length_penalty;
-  penalty.until_step = c_.train.length_penalty_until;
-  penalty.step = t_.step;
-  at::Tensor loss = t_.model->loss(x, xl, y, yl, c_.train.smoothing, nullptr, &tokens,
-                                   c_.train.length_penalty > 0 ? &penalty : nullptr);
-  loss.backward();
+  if (shards == 1) {
+    std::tie(lv, tokens) = shard_pass(*t_.model, idx, 0, nullptr);
+  } else {
+    nn::BatchTotals totals;
+    totals.sequences = static_cast<int64_t>(idx.size());
+    for (size_t k : idx) totals.tokens += static_cast<int64_t>(data_[k].output.size()) + 1;
+    std::vector<std::vector<size_t>> part(shards);
+    for (size_t k = 0; k < shards; ++k) {
+      part[k].assign(idx.begin() + static_cast<std::ptrdiff_t>(idx.size() * k / shards),
+                     idx.begin() + static_cast<std::ptrdiff_t>(idx.size() * (k + 1) / shards));
+    }
+    const auto params = t_.model->parameters();
+    const auto buffers = t_.model->buffers();
+    std::vector<std::future<std::pair<double, int64_t>>> running;
+    for (size_t k = 1; k < shards; ++k) {
+      nn::Seq2Seq& replica = *replicas_[k - 1];
+      {
+        torch::NoGradGuard no_grad;
+        const auto rp = replica.parameters(), rb = replica.buffers();
+        for (size_t j = 0; j < params.size(); ++j) rp[j].copy_(params[j]);
+        for (size_t j = 0; j < buffers.size(); ++j) rb[j].copy_(buffers[j]);
+        for (auto& g : rp) {
+          if (g.grad().defined()) g.mutable_grad().zero_();
+        }
+      }
+      const uint64_t noise_seed = c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) * 64 + k;
+      replica.decoder->attention->reseed_noise(noise_seed);
+      replica_dropout_[k - 1] = at::make_generator<at::CPUGeneratorImpl>(noise_seed ^ 0xd0d0ULL);
+      running.push_back(std::async(std::launch::async, [this, &replica, &part, &totals, k] {
+        nn::run_operators_on_this_thread();
+        return shard_pass(replica, part[k], static_cast<int64_t>(k), &totals);
+      }));
+    }
+    std::tie(lv, tokens) = shard_pass(*t_.model, part[0], 0, &totals);
+    std::vector<std::pair<double, int64_t>> done;
+    for (auto& r : running) done.push_back(r.get());  // rethrows a shard's exception
+    torch::NoGradGuard no_grad;
+    for (size_t k = 1; k < shards; ++k) {
+      lv += done[k - 1].first;
+      tokens += done[k - 1].second;
+      const auto rp = replicas_[k - 1]->parameters();
+      for (size_t j = 0; j < params.size(); ++j) {
+        if (!rp[j].grad().defined()) continue;
+        if (params[j].grad().defined()) params[j].mutable_grad().add_(rp[j].grad());
+        else params[j].mutable_grad() = rp[j].grad().clone();
+      }
+    }
+  }
   if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t_.model->parameters(), o.clip_norm);
   adam_->step();
   ++t_.step;
-  const double lv = loss.item<double>();
   detail::check(std::isfinite(lv), "training diverged: loss is ", lv, " at step ", t_.step,
                 " (lower train.optimizer.learning_rate?)");
   record_step(lv, tokens);

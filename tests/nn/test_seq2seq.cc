@@ -160,6 +160,64 @@ TEST(Seq2Seq, LookaheadEntrySeesExactlyKMoreInputs) {
   }
 }
 
+// Data-parallel training (mona/train/trainer.h) adds the shards' gradients: with
+// BatchTotals, the losses and gradients of the shards of a batch add up to the batch's, for
+// the smoothed cross entropy and for the GMM family's length penalty (divided by tokens and
+// by sequences respectively). Float64 model in eval mode (no noise, no dropout): the two
+// sides differ only in the order of additions, so 1e-12 relative is rounding with room.
+TEST(Seq2Seq, ShardLossesWithBatchTotalsAddUpToTheBatchLoss) {
+  for (const std::string mechanism : {"mocha", "sagmm"}) {
+    SCOPED_TRACE(mechanism);
+    torch::manual_seed(21);
+    auto model = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options(mechanism));
+    model->to(torch::kDouble);
+    model->eval();
+    const std::vector<std::vector<int64_t>> ys = {{4, 5, 6, 7}, {8, 9}, {5, 5, 6}, {7}, {9, 4, 8, 6}};
+    auto [y, yl] = pad_batch(ys);
+    auto x = torch::randint(4, 10, {5, 6}, torch::kLong);
+    auto xl = torch::tensor({6, 3, 5, 2, 6}, torch::kLong);
+    nn::SmoothingOptions sm;
+    sm.uniform = 0.1;
+    sm.localized = {0.015, 0.035, 0.035, 0.015};
+    nn::LengthPenaltyOptions lp;
+    lp.lambda = 0.05;
+    const auto params = model->parameters();
+    auto gradients = [&] {
+      std::vector<at::Tensor> g;
+      for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      model->zero_grad();
+      return g;
+    };
+    int64_t batch_tokens = 0;
+    at::Tensor batch_loss = model->loss(x, xl, y, yl, sm, nullptr, &batch_tokens, &lp);
+    batch_loss.backward();
+    const auto batch_grads = gradients();
+    EXPECT_EQ(batch_tokens, 4 + 2 + 3 + 1 + 4 + 5);  // U_b + 1 each
+    nn::BatchTotals totals{batch_tokens, 5};
+    double shard_sum = 0;
+    std::vector<at::Tensor> shard_grads;
+    for (const auto& [begin, size] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 3}}) {
+      int64_t tokens = 0;
+      at::Tensor l = model->loss(x.narrow(0, begin, size), xl.narrow(0, begin, size), y.narrow(0, begin, size),
+                                 yl.narrow(0, begin, size), sm, nullptr, &tokens, &lp, &totals);
+      l.backward();
+      shard_sum += l.item<double>();
+      const auto g = gradients();
+      if (shard_grads.empty()) shard_grads = g;
+      else for (size_t k = 0; k < g.size(); ++k) shard_grads[k] += g[k];
+    }
+    EXPECT_NEAR(shard_sum, batch_loss.item<double>(), 1e-12 * std::abs(batch_loss.item<double>()));
+    for (size_t k = 0; k < params.size(); ++k) {
+      const double scale = batch_grads[k].abs().max().item<double>();
+      EXPECT_LE((shard_grads[k] - batch_grads[k]).abs().max().item<double>(), 1e-12 * std::max(scale, 1e-3))
+          << "parameter " << k;
+    }
+    mona::test::expect_error([&] { nn::BatchTotals few{3, 5};
+                                   model->loss(x, xl, y, yl, sm, nullptr, nullptr, nullptr, &few); },
+                             "BatchTotals of 3 tokens and 5 sequences cannot hold this shard's 19 and 5");
+  }
+}
+
 TEST(Seq2Seq, LookaheadOptionErrorsNameTheValue) {
   ModelOptions o = tiny_monotonic_options("mocha");
   o.lookahead = -1;

@@ -30,6 +30,7 @@
 #include "mona/stream/stream.h"
 #include "mona/io/log.h"
 #include "mona/io/plot.h"
+#include "mona/nn/threads.h"
 #include "mona/train/trainer.h"
 #include "../cli_validators.h"
 
@@ -192,17 +193,15 @@ struct GlobalArgs {
 void add_global(CLI::App& app, GlobalArgs& a) {
   a.threads_opt = app.add_option(
       "--threads", a.threads,
-      "intra-op threads, >= 1; more than the machine's hardware threads are clamped to them "
-      "(default: the config's, or 2)");
+      "threads, >= 1: training trains that many shards of each batch in parallel, decoding "
+      "runs operators on that many; more than the machine's hardware threads are clamped to them "
+      "(default: the config's train.threads for training, 2 for decoding)");
 }
 
-// Applies --threads when given (clamped to the machine's, with a notice on stderr); returns
-// the thread count, 0 when not given.
-int64_t apply_threads(const GlobalArgs& a) {
-  int64_t threads = a.threads;
-  if (a.threads_opt->count() > 0) threads = mona::train::usable_threads(threads, "--threads", &std::cerr);
-  if (threads > 0) torch::set_num_threads(static_cast<int>(threads));
-  return threads;
+// --threads when given (clamped to the machine's, with a notice on stderr); 0 when not given.
+int64_t requested_threads(const GlobalArgs& a) {
+  if (a.threads_opt->count() == 0) return 0;
+  return mona::train::usable_threads(a.threads, "--threads", &std::cerr);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -708,9 +707,9 @@ int main(int argc, char** argv) {
   if (const auto code = parse(app, argc, argv)) return *code;
 
   try {  // every error: one line on stderr, exit code 1
-    const int64_t threads = apply_threads(global);
-    if (*train_cmd) return run_train(train, threads);
-    if (threads <= 0) torch::set_num_threads(2);  // decoding: 2 unless --threads says otherwise
+    const int64_t threads = requested_threads(global);
+    if (*train_cmd) return run_train(train, threads);  // the trainer sets its threads
+    mona::nn::set_threads(threads > 0 ? threads : 2);  // decoding: 2 unless --threads says otherwise
     if (*eval_cmd) return run_eval(eval);
     if (*decode_cmd) return run_decode(decode);
     if (*stream_cmd) return run_stream(stream);

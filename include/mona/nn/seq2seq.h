@@ -153,6 +153,10 @@ class Encoder : public torch::nn::Module {
   void set_normalization(const at::Tensor& mean, const at::Tensor& inv_std);
   /// The normalisation's mean [F] (undefined for a symbols model).
   const at::Tensor& feature_mean() const { return feature_mean_; }
+  /// Where dropout draws its masks in training: null (the default) for LibTorch's global
+  /// generator; data-parallel training gives each replica its own (mona/train/trainer.h),
+  /// so that no two threads share one. Not owned.
+  at::Generator* dropout_generator = nullptr;
 
  private:
   at::Tensor run_layers(at::Tensor x, const at::Tensor& lengths);
@@ -206,14 +210,17 @@ class Decoder : public torch::nn::Module {
   DecoderState initial_state() const;
 
   std::shared_ptr<Attention> attention;
+  /// As Encoder::dropout_generator, for the dropout before the output layer.
+  at::Generator* dropout_generator = nullptr;
 
  private:
+  /// Logits of decoder states h [..., Hd] with contexts [..., Dh] -> [..., V] (any leading
+  /// shape: forward() applies it to all steps at once).
   at::Tensor output_logits(const at::Tensor& h, const at::Tensor& context);
   ModelOptions options_;
   torch::nn::Embedding embedding{nullptr};
   torch::nn::LSTMCell cell{nullptr};
   torch::nn::Linear output{nullptr};
-  torch::nn::Dropout dropout{nullptr};
 };
 
 /// Label smoothing of the training loss.
@@ -237,6 +244,15 @@ struct LengthPenaltyOptions {
   int64_t step = 0;             ///< current training step (the caller's counter)
 };
 
+/// The whole batch's sizes, for a loss call that sees one shard of it (data-parallel
+/// training, mona/train/trainer.h): the shard's cross entropy is divided by the batch's
+/// target tokens and its length penalty by the batch's sequences, so that the shards'
+/// losses (and gradients) add up to those of the batch.
+struct BatchTotals {
+  int64_t tokens = 0;     ///< target tokens of the whole batch, </s> included: sum (U_b + 1)
+  int64_t sequences = 0;  ///< sequences of the whole batch
+};
+
 /// Encoder + decoder.
 class Seq2Seq : public torch::nn::Module {
  public:
@@ -245,11 +261,16 @@ class Seq2Seq : public torch::nn::Module {
   /// <s> and </s>, padded, with target_lengths [B]. Returns the mean cross entropy per
   /// target token (including </s>); `weights` receives the attention [B, U+1, T'] if given.
   /// With `length_penalty` and a GMM-family attention, adds the length penalty (see
-  /// LengthPenaltyOptions); ignored for other mechanisms.
+  /// LengthPenaltyOptions); ignored for other mechanisms. With `totals` (this call sees one
+  /// shard of a batch), the sums are divided by the batch's counts instead of the shard's
+  /// (BatchTotals). `tokens` receives the shard's target token count. Throws
+  /// mona::ArgumentError on shapes, lengths or options that do not fit, and when `totals`
+  /// holds fewer tokens or sequences than this shard.
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
                   const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
                   at::Tensor* weights = nullptr, int64_t* tokens = nullptr,
-                  const LengthPenaltyOptions* length_penalty = nullptr);
+                  const LengthPenaltyOptions* length_penalty = nullptr,
+                  const BatchTotals* totals = nullptr);
   const ModelOptions& options() const { return options_; }
 
   std::shared_ptr<Encoder> encoder;

@@ -45,7 +45,8 @@ struct OptimizerConfig {
 struct RunConfig {
   std::string output_dir = "runs/default";
   uint64_t seed = 1;
-  int64_t threads = 2;           ///< intra-op threads (determinism needs a fixed count)
+  int64_t threads = 2;           ///< shards of each batch trained in parallel, one thread each
+                                 ///< (TrainingRun; determinism needs a fixed count)
   int64_t batch_size = 32;
   int64_t max_steps = 10000;
   double max_minutes = 0;        ///< wall-clock budget (0: none)
