@@ -10,7 +10,9 @@
 #             benchmark shows: observed 1.3 and 2.8), so the reference comparison is alive;
 #             every op x implementation x case was measured.
 #  decode.csv every online decoding point emitted tokens and inspected at least as many
-#             memory entries as it emitted, with a positive time.
+#             memory entries as it emitted, with a positive time; the plain-loop peer
+#             (bench/peers.h) inspected and emitted exactly what mona's monotonic step did on
+#             the same data sets (an independent implementation of the same scan).
 #  features.csv  both modes (offline, online_10ms) computed frames at a positive speed.
 #  streams.csv   both ways of advancing concurrent streams measured a positive speed.
 set -eu
@@ -48,7 +50,18 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     if ($col["inspected"] + 0 < $col["emitted"] + 0) { print "check-smoke: " where ": inspected " $col["inspected"] " < emitted " $col["emitted"]; bad = 1 }
     if ($col["real_ns"] + 0 <= 0) { print "check-smoke: " where ": no time measured"; bad = 1 }
   }
-  END { if (n == 0) { print "check-smoke: decode.csv has no grid rows"; bad = 1 } exit bad }' "$dir/decode.csv"
+  $col["kind"] == "grid" || $col["kind"] == "scaling" {
+    if ($col["mechanism"] == "monotonic") { mono[$col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"] }
+    if ($col["mechanism"] == "plain_loop") { peer[$col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"] }
+  }
+  END {
+    if (n == 0) { print "check-smoke: decode.csv has no grid rows"; bad = 1 }
+    for (k in peer) {
+      if (!(k in mono)) { print "check-smoke: decode.csv: plain_loop " k " has no monotonic row"; bad = 1 }
+      else if (mono[k] != peer[k]) { print "check-smoke: decode.csv: " k ": monotonic inspected/emitted " mono[k] " != plain loop " peer[k]; bad = 1 }
+    }
+    exit bad
+  }' "$dir/decode.csv"
 [ -s "$dir/features.csv" ] || { echo "check-smoke: $dir/features.csv is missing or empty" >&2; exit 1; }
 awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
   {

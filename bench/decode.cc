@@ -13,11 +13,18 @@
 // with Attention::extend (its keys W h, one product per entry, identical for every mechanism, timed
 // separately as "extend"); each point cycles through a pool of independent data sets.
 //
+// Peer: "plain_loop", the same algorithm as a plain row-major Eigen loop over raw arrays
+// (bench/peers.cc, compiled with -march=native) of keys, values and queries, as mona's online
+// memory holds them, on the same data sets, at T = U = 100 on the grid's warm pool and in the
+// cold scaling sweep.
+//
 // Also timed in the same run (roofline probes):
-//   probe/dot:  one d-dimensional dot product in a tight loop over a cache-resident memory,
-//               by mona's own dot routine at the core's throughput (what one inspected
-//               entry must cost);
-//               probe/dot_grid_set: the same loop over as many bytes as a grid point at
+//   probe/bestdot:<candidate>: one d-dimensional dot product in a tight loop over an
+//               L2-resident memory, by the fastest dot products this CPU runs (bench/peers.h:
+//               vectors of the CPU's widest ISA with 2, 4 or 8 accumulators, Eigen's); the
+//               report takes the fastest candidate as what one inspected entry must cost;
+//   probe/dot:  the same loop with mona's own dot product (mona::core::dot, the online step's);
+//               probe/dot_grid_set: mona's loop over as many bytes as a grid point at
 //               T = U = 100 cycles through, i.e. rows from the same cache level;
 //   probe/gemm: the same dot products as one large GEMM (ATen/OpenBLAS), the machine's
 //               attainable arithmetic throughput;
@@ -42,8 +49,10 @@
 #include <string>
 #include <vector>
 
+#include "mona/core/scan.h"
 #include "mona/nn/attention.h"
 #include "mona/nn/energy.h"
+#include "peers.h"
 
 namespace {
 
@@ -105,6 +114,7 @@ std::shared_ptr<Attention> make_mechanism(const std::string& mechanism, int64_t 
 struct DataSet {
   OnlineMemory memory;
   std::vector<at::Tensor> queries;
+  at::Tensor keys, h, s;  // keys (= h, W = I), values and queries as plain arrays (the peer's input)
 };
 
 std::vector<DataSet> make_pool(Attention& att, int64_t T, int64_t U, at::ScalarType dtype,
@@ -118,6 +128,9 @@ std::vector<DataSet> make_pool(Attention& att, int64_t T, int64_t U, at::ScalarT
     att.extend(ds.memory, h);
     ds.memory.finish();
     for (int64_t i = 0; i < U; ++i) ds.queries.push_back(s.select(0, i));
+    ds.keys = h.clone();
+    ds.h = h;
+    ds.s = s;
   }
   return pool;
 }
@@ -164,6 +177,29 @@ void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::Scala
   st.counters["emitted"] = static_cast<double>(emitted) / static_cast<double>(trials);
 }
 
+/// The peer: the same decoding as a plain Eigen loop (bench/peers.h) on the same data sets.
+void bm_plain_loop(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t U, bool cold) {
+  auto att = make_mechanism("monotonic", 1, dtype);
+  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T, U, dtype, cold),
+                        1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
+  int64_t inspected = 0, emitted = 0, trials = 0;
+  size_t k = 0;
+  at::Tensor context = at::zeros({kDim}, at::TensorOptions().dtype(dtype));
+  AT_DISPATCH_FLOATING_TYPES(dtype, "plain_loop", [&] {
+    for (auto _ : st) {
+      DataSet& ds = pool[k];
+      k = (k + 1) % pool.size();
+      inspected += mona::bench::plain_loop_decode<scalar_t>(emitted, ds.keys.data_ptr<scalar_t>(), ds.h.data_ptr<scalar_t>(),
+                                                             ds.s.data_ptr<scalar_t>(), T, U, kDim,
+                                                             context.data_ptr<scalar_t>());
+      benchmark::DoNotOptimize(context.data_ptr<scalar_t>());
+      ++trials;
+    }
+  });
+  st.counters["inspected"] = static_cast<double>(inspected) / static_cast<double>(trials);
+  st.counters["emitted"] = static_cast<double>(emitted) / static_cast<double>(trials);
+}
+
 /// Attention::extend of T frames (keys W h; the same for every mechanism).
 void bm_extend(benchmark::State& st, at::ScalarType dtype, int64_t T) {
   auto att = make_mechanism("monotonic", 1, dtype);
@@ -178,14 +214,14 @@ void bm_extend(benchmark::State& st, at::ScalarType dtype, int64_t T) {
 }
 
 /// Tight dot-product loop: n dot products of a query with the rows of a [n, d] memory, by
-/// the routine mona's energies use (mona::nn::detail::dot: independent partial sums, so it
-/// runs at the core's arithmetic throughput rather than at the latency of one chain of
-/// additions; a single-accumulator loop is 1.5-2.4x slower on this machine).
+/// the routine mona's online step uses (mona::core::dot, compiled per kernel target), or
+/// with `candidate` >= 0 by that candidate of bench/peers.h's best dot products.
 template <class S>
-__attribute__((noinline)) S dot_rows(const S* q, const S* h, int64_t n, int64_t d, S* out) {
+__attribute__((noinline)) S dot_rows(int candidate, const S* q, const S* h, int64_t n, int64_t d, S* out) {
+  if (candidate >= 0) return mona::bench::best_dot_rows(candidate, q, h, n, d, out);
   S total = 0;
   for (int64_t j = 0; j < n; ++j) {
-    const S acc = mona::nn::detail::dot(q, h + j * d, d);
+    const S acc = mona::core::dot(q, h + j * d, d);
     out[j] = acc;
     total += acc;
   }
@@ -196,14 +232,14 @@ __attribute__((noinline)) S dot_rows(const S* q, const S* h, int64_t n, int64_t 
 // point at T = U = 100 cycles through (10 data sets of T keys, T values and U queries), so
 // the rows come from the same cache level as the decoder's.
 constexpr int64_t kGridRows = 10 * (100 + 100 + 100);
-void bm_probe_dot(benchmark::State& st, at::ScalarType dtype, int64_t n) {
+void bm_probe_dot(benchmark::State& st, at::ScalarType dtype, int64_t n, int candidate) {
   torch::manual_seed(3);
   const auto opt = at::TensorOptions().dtype(dtype);
   at::Tensor h = at::rand({n, kDim}, opt) * 2 - 1, q = at::rand({kDim}, opt) * 2 - 1;
   at::Tensor out = at::empty({n}, opt);
   AT_DISPATCH_FLOATING_TYPES(dtype, "probe_dot", [&] {
     for (auto _ : st) {
-      benchmark::DoNotOptimize(dot_rows<scalar_t>(q.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
+      benchmark::DoNotOptimize(dot_rows<scalar_t>(candidate, q.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
                                                   n, kDim, out.data_ptr<scalar_t>()));
     }
   });
@@ -272,12 +308,18 @@ void register_all() {
     {
       const std::string name = "probe/dot/" + dn;
       add(name, Point{"probe", "dot", 0, dt, 256, 1, q ? 100 : 20000},
-          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, int64_t{256}));
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, int64_t{256}, -1));
+    }
+    const auto candidates = mona::bench::best_dot_candidates();
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      const std::string name = "probe/bestdot:" + candidates[c] + "/" + dn;
+      add(name, Point{"probe", "bestdot:" + candidates[c], 0, dt, 256, 1, q ? 100 : 20000},
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, int64_t{256}, static_cast<int>(c)));
     }
     {
       const std::string name = "probe/dot_grid_set/" + dn;
       add(name, Point{"probe", "dot_grid_set", 0, dt, kGridRows, 1, q ? 10 : 2000},
-          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, kGridRows));
+          benchmark::RegisterBenchmark(name.c_str(), bm_probe_dot, dt, kGridRows, -1));
     }
     {
       const std::string name = "probe/gemm/" + dn;
@@ -304,6 +346,13 @@ void register_all() {
         }
       }
     }
+    // The plain-loop peer where the report compares: the grid's largest T = U and the sweep.
+    {
+      const int64_t n = sizes.back();
+      const std::string name = "grid/plain_loop/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
+      add(name, Point{"grid", "plain_loop", 1, dt, n, n, q ? 3 : 100},
+          benchmark::RegisterBenchmark(name.c_str(), bm_plain_loop, dt, n, n, false));
+    }
     // Scaling sweep T = U in {100, 1000, 10000}.
     const std::vector<int64_t> big =
         q ? std::vector<int64_t>{100} : std::vector<int64_t>{100, 1000, 10000};
@@ -317,6 +366,11 @@ void register_all() {
             benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, n, n,
                                          /*cold=*/true));
       }
+    }
+    for (int64_t n : big) {
+      const std::string name = "scaling/plain_loop/" + dn + "/T=U:" + std::to_string(n);
+      add(name, Point{"scaling", "plain_loop", 1, dt, n, n, q ? 2 : n <= 100 ? 100 : n <= 1000 ? 20 : 3},
+          benchmark::RegisterBenchmark(name.c_str(), bm_plain_loop, dt, n, n, true));
     }
     for (int64_t n : big) {
       const std::string name = "extend/" + dn + "/T:" + std::to_string(n);

@@ -22,6 +22,8 @@ full_pkgs=(
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
   libcli11-dev
+  # bench/plain_loop_peer.cc: the online step written as a plain Eigen loop (a peer).
+  libeigen3-dev
   # scripts/measure-stream-memory.sh: GNU time for the peak resident memory
   time
   # The Python binding (python/, `make python`): Debian's interpreter with the same torch

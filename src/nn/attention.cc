@@ -384,18 +384,11 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
             state.resume, n, memory.finished(),
             [&](int64_t j) { return sigmoid(energy_at(j, scorer)); }, so, &sample_rng_);
       } else if (scorer.kind == EnergyScorer::Kind::kDot) {
-        // The common case spelled out, so that the loop holds only the dot product and the
-        // decision: e = scale * <query, key> + offset, compared with logit(tau).
-        const scalar_t* q = static_cast<const scalar_t*>(scorer.query_data);
-        const double scale = scorer.scale, offset = scorer.offset;
-        r = core::threshold_scan(
-            state.resume, n, memory.finished(),
-            [&](int64_t j) {
-              return energy_at(j, [&](const scalar_t* key) {
-                return scale * static_cast<double>(detail::dot(q, key, dk)) + offset;
-              });
-            },
-            threshold_rule_);
+        // The common case as one kernel (core::dot_threshold_scan): the loop holds only the
+        // dot product and the decision e = scale * <query, key> + offset >= logit(tau).
+        r = core::dot_threshold_scan(static_cast<const scalar_t*>(scorer.query_data),
+                                     kp + memory.row(state.resume) * dk, dk, state.resume, n,
+                                     memory.finished(), scorer.scale, scorer.offset, threshold_rule_);
       } else {
         r = core::threshold_scan(
             state.resume, n, memory.finished(),

@@ -14,7 +14,7 @@
 int main() {
   const char* env = std::getenv("MONA_KERNEL_TARGET");
   const std::string wanted = env ? env : "";
-  if (wanted.empty() || wanted == "baseline" || wanted == "x86-64-v3") {
+  if (wanted.empty() || wanted == "baseline" || wanted == "x86-64-v3" || wanted == "x86-64-v4") {
     std::fprintf(stderr, "run with MONA_KERNEL_TARGET set to a name that is not a target\n");
     return 2;
   }
@@ -27,7 +27,8 @@ int main() {
       const std::string msg = e.what();
       std::printf("refused: %s\n", msg.c_str());
       for (const std::string& part : {std::string("MONA_KERNEL_TARGET"), "\"" + wanted + "\"",
-                                      std::string("baseline"), std::string("x86-64-v3")}) {
+                                      std::string("baseline"), std::string("x86-64-v3"),
+                                      std::string("x86-64-v4")}) {
         if (msg.find(part) == std::string::npos) {
           std::printf("message does not name %s\n", part.c_str());
           ++failures;

@@ -16,11 +16,21 @@
 namespace {
 
 const char* kV3 = "x86-64-v3 (AVX2, FMA)";
+const char* kV4 = "x86-64-v4 (AVX-512)";
 
 bool cpu_runs_v3() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   return __builtin_cpu_supports("x86-64-v3");
+#else
+  return false;
+#endif
+}
+
+bool cpu_runs_v4() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("x86-64-v4");
 #else
   return false;
 #endif
@@ -44,21 +54,33 @@ void run_a_kernel() {
 
 TEST(KernelTarget, NamesAVersionThisCpuRunsAndFollowsTheEnvironment) {
   const std::string wanted = env_target();
-  ASSERT_TRUE(wanted.empty() || wanted == "baseline" || wanted == "x86-64-v3")
+  ASSERT_TRUE(wanted.empty() || wanted == "baseline" || wanted == "x86-64-v3" || wanted == "x86-64-v4")
       << "MONA_KERNEL_TARGET=" << wanted << ": kernel_target_env.cc tests bogus names";
   if (wanted == "x86-64-v3" && !cpu_runs_v3()) {
     GTEST_SKIP() << "this CPU cannot run x86-64-v3";
   }
+  if (wanted == "x86-64-v4" && !cpu_runs_v4()) {
+    GTEST_SKIP() << "this CPU cannot run x86-64-v4";
+  }
   const std::string target = mona::core::kernel_target();
-  ASSERT_TRUE(target == "baseline" || target == kV3) << target;
+  ASSERT_TRUE(target == "baseline" || target == kV3 || target == kV4) << target;
   if (target == kV3) {
     EXPECT_TRUE(cpu_runs_v3()) << "kernels report " << target;
+  }
+  if (target == kV4) {
+    EXPECT_TRUE(cpu_runs_v4()) << "kernels report " << target;
+  }
+  if (wanted.empty() && target != "baseline") {  // with clones: the best version this CPU runs
+    EXPECT_EQ(target, cpu_runs_v4() ? kV4 : kV3);
   }
   if (wanted == "baseline") {
     EXPECT_EQ(target, "baseline");
   }
   if (wanted == "x86-64-v3") {
     EXPECT_EQ(target, kV3);
+  }
+  if (wanted == "x86-64-v4") {
+    EXPECT_EQ(target, kV4);
   }
   run_a_kernel();
 }

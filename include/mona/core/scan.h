@@ -24,7 +24,9 @@
 //
 // threshold_scan is the same scan in threshold mode, given energies e[i, j] rather than
 // probabilities: it decides sigmoid(e) >= tau by comparing e with logit(tau)
-// (EnergyThreshold), which is what the online step runs (docs/math.md section 3).
+// (EnergyThreshold), which is what the online step runs (docs/math.md section 3);
+// dot_threshold_scan is that scan with dot-product energies as one kernel (compiled per
+// target, mona/core/cpu.h), the online step of attention with dot-product energies.
 //
 // Errors (mona::Error): start < 0 or start > available, tau outside (0, 1), sampling
 // mode without a generator, a p_choose value outside [0, 1] or NaN (names the index).
@@ -148,5 +150,22 @@ ScanResult threshold_scan(int64_t start, int64_t available, bool input_finished,
   result.inspected = available - start;
   return result;
 }
+
+/// <a, b> = sum_k a[k] b[k] over n values, as the online step computes energies: partial
+/// sums in four vector registers of the kernel target (mona/core/cpu.h: 16, 32 or 64 bytes
+/// each on the baseline, x86-64-v3, x86-64-v4), combined in a fixed order. The result
+/// depends on the inputs and the kernel target only. T: float or double.
+template <class T>
+T dot(const T* a, const T* b, int64_t n);
+
+/// threshold_scan with dot-product energies, the whole loop in one kernel call (no call per
+/// entry): entry j's energy is e_j = scale * dot(query, row_j, dim) + offset (002 eq. 17,
+/// with the keys row_j = W h_j computed once per entry), where row_j = keys + (j - start) *
+/// dim: `keys` points at entry start's row and the rows follow each other. Inspects j = start,
+/// start + 1, ... while j < available, until rule.chooses(e_j); the result is threshold_scan's.
+/// Errors (mona::Error): dim < 1, start < 0 or start > available.
+template <class T>
+ScanResult dot_threshold_scan(const T* query, const T* keys, int64_t dim, int64_t start, int64_t available,
+                              bool input_finished, double scale, double offset, const EnergyThreshold& rule);
 
 }  // namespace mona::core

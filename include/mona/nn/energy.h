@@ -24,29 +24,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "mona/core/scan.h"
+
 namespace mona::nn {
 
-namespace detail {
-/// sum_k a[k] b[k] over n values, with independent partial sums so that the loop runs at
-/// the core's throughput rather than at the latency of one chain of additions (a plain
-/// reduction loop waits for every addition before the next). The partial sums are combined
-/// in a fixed order, so the result does not depend on anything but the inputs.
-template <class T>
-inline T dot(const T* a, const T* b, int64_t n) {
-  constexpr int kLanes = 32 / sizeof(T);  // 32 bytes of partial sums: two SSE2 vectors
-  T acc[kLanes] = {};
-  const int64_t m = n - n % kLanes;
-  for (int64_t k = 0; k < m; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[k + l] * b[k + l];
-  }
-  T tail = 0;
-  for (int64_t k = m; k < n; ++k) tail += a[k] * b[k];
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0] + tail;
-}
-}  // namespace detail
 
 /// Evaluates one prepared query against single keys; no autograd, no allocation.
 /// It may read the query passed to Energy::scorer in place: keep that tensor alive while
@@ -74,7 +55,7 @@ struct EnergyScorer {
       const T* v = static_cast<const T*>(weight_data);
       for (int64_t k = 0; k < dim; ++k) acc += v[k] * std::tanh(q[k] + key[k]);
     } else {
-      acc = detail::dot(q, key, dim);
+      acc = core::dot(q, key, dim);  // the online step's dot product (per kernel target)
     }
     return scale * static_cast<double>(acc) + offset;
   }
