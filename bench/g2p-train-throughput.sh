@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# G2P training throughput (issue 22): mona against the PyTorch eager peer
+# (bench/python/g2p_peer.py: the same model, data, batch and optimiser), one and two threads,
+# in interleaved rounds so that load on a shared machine affects every configuration alike.
+# Writes one CSV row per run and prints min / median per configuration.
+#
+#   bench/g2p-train-throughput.sh [--rounds N] [--steps N] [--csv FILE] [--build DIR]
+#
+# mona: `mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` with train.threads = 1 or 2
+# (shards of each batch in parallel, include/mona/nn/threads.h), 100 + N steps, the target
+# tokens per second of the log records after step 100. Peer: 20 warm-up steps, then N timed
+# steps, torch.set_num_threads(1 or 2). Needs data/cache/g2p-cmudict (make demo prepares it)
+# and Debian's python3-torch.
+set -euo pipefail
+rounds=3 steps=300 csv="" build=build
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) rounds=$2; shift ;;
+    --steps) steps=$2; shift ;;
+    --csv) csv=$2; shift ;;
+    --build) build=$2; shift ;;
+    *) echo "usage: $0 [--rounds N] [--steps N] [--csv FILE] [--build DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+train=data/cache/g2p-cmudict/train.tsv
+[[ -s $train ]] || { echo "g2p-train-throughput: $train missing (run make demo first)" >&2; exit 1; }
+mona="$build/bin/mona"
+[[ -x $mona ]] || { echo "g2p-train-throughput: $mona not built" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rows="$work/rows.csv"
+echo "impl,threads,round,tokens_per_second" > "$rows"
+mona_run() {  # threads -> target tokens/s after step 100
+  "$mona" train recipes/g2p-cmudict/configs/mocha_w4.yaml --overwrite --set "train.output_dir=$work/run" \
+    --set "train.threads=$1" --set "train.max_steps=$((100 + steps))" --set train.log_every=100 \
+    --set train.eval_every=1000000 --set train.plot_every=0 --set train.eval_limit=1 >/dev/null 2>&1
+  grep '"event":"train"' "$work/run/train.jsonl" | tail -n +2 |
+    sed 's/.*"tokens_per_second":\([0-9.e+]*\).*/\1/' | awk '{ s += $1; n++ } END { printf "%.1f", s / n }'
+}
+peer_run() {
+  /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps" | cut -d' ' -f1
+}
+for ((r = 1; r <= rounds; ++r)); do
+  for t in 1 2; do
+    echo "mona,$t,$r,$(mona_run "$t")" >> "$rows"
+    echo "pytorch_eager,$t,$r,$(peer_run "$t")" >> "$rows"
+  done
+done
+[[ -n $csv ]] && cp "$rows" "$csv.tmp" && mv "$csv.tmp" "$csv"
+for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2"; do
+  grep "^$key," "$rows" | cut -d, -f4 | sort -n |
+    awk -v k="$key" '{ a[NR] = $1 } END {
+      med = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+      split(k, p, ","); printf "%s, %s threads: min %.0f, median %.0f target tokens/s (%d rounds)\n", p[1], p[2], a[1], med, NR }'
+done
