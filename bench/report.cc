@@ -5,6 +5,7 @@
 //
 // Usage: mona_bench_report --decode=FILE --train=FILE --machine=FILE --md=FILE --png-dir=DIR
 //                          [--png-link=PREFIX] [--features=FILE] [--streams=FILE]
+//                          [--train-threads2=FILE] [--g2p=FILE]
 // `machine` holds key=value lines (cpu, caches, threads, load_before, load_after, command,
 // date, ...) written by run-benchmarks.
 #include <algorithm>
@@ -224,7 +225,7 @@ void plot_scaling(const std::string& path) {
 struct TrainRow {
   std::string op, impl, which;
   int64_t B = 0, U = 0, T = 0;
-  double ns = 0, bytes = 0, gbps = 0, err_out = 0, err_grad = 0, ref_out = 0, ref_grad = 0;
+  double ns = 0, real_ns = 0, bytes = 0, gbps = 0, err_out = 0, err_grad = 0, ref_out = 0, ref_grad = 0;
   int64_t nonfinite = 0;
 };
 std::vector<TrainRow> g_train;
@@ -284,7 +285,7 @@ int main(int argc, char** argv) {
   {
     const Table t = read_csv(arg["train"]);
     const int co = t.col("op"), ci = t.col("impl"), cc = t.col("case"), cB = t.col("B"),
-              cU = t.col("U"), cT = t.col("T"), cns = t.col("cpu_ns"), cb = t.col("bytes"),
+              cU = t.col("U"), cT = t.col("T"), cns = t.col("cpu_ns"), crn = t.col("real_ns"), cb = t.col("bytes"),
               cg = t.col("GBps"), ceo = t.col("err_out"), ceg = t.col("err_grad"),
               cnf = t.col("nonfinite"), cro = t.col("ref_max_out"), crg = t.col("ref_max_grad");
     for (const auto& r : t.rows) {
@@ -296,6 +297,7 @@ int main(int argc, char** argv) {
       x.U = std::stoll(r[cU]);
       x.T = std::stoll(r[cT]);
       x.ns = std::stod(r[cns]);
+      x.real_ns = std::stod(r[crn]);
       x.bytes = std::stod(r[cb]);
       x.gbps = std::stod(r[cg]);
       x.err_out = std::stod(r[ceo]);
@@ -594,6 +596,78 @@ int main(int argc, char** argv) {
   }
   line();
 
+  // Time over the copy bound: how far fwd+bwd is from moving its arrays once at the copy
+  // probe's bandwidth (issue 22's target: at most 2.5x).
+  double worst_copy_ratio = NAN;
+  std::string worst_copy_where;
+  for (const auto& r : g_train) {
+    if (r.op == "copy" || r.impl != "mona" || !copy_big || r.gbps <= 0) continue;
+    const double ratio = copy_big->gbps / r.gbps;
+    if (!(ratio <= worst_copy_ratio)) {
+      worst_copy_ratio = ratio;
+      worst_copy_where = r.op + " " + std::to_string(r.B) + "x" + std::to_string(r.U) + "x" + std::to_string(r.T) + " " + r.which;
+    }
+  }
+  // Optional (--train-threads2): the same kernels with two threads (OpenMP over the batch).
+  double worst_thread_speedup = NAN;
+  std::string worst_thread_where;
+  if (arg.count("train-threads2")) {
+    const Table t = read_csv(arg["train-threads2"]);
+    const int co = t.col("op"), ci = t.col("impl"), cc = t.col("case"), cb = t.col("B"), cu = t.col("U"),
+              ct = t.col("T"), cr = t.col("real_ns");
+    line("Two threads (the kernels' OpenMP loops over the batch; wall time, since CPU time adds the threads'):");
+    line();
+    line("| op | [B, U, T] | case | 1 thread ms | 2 threads ms | speedup |");
+    line("|---|---|---|---|---|---|");
+    for (const auto& r : t.rows) {
+      if (r[ci] != "mona") continue;
+      const TrainRow* one = find_train(r[co], "mona", r[cc], std::stoll(r[cb]), std::stoll(r[cu]), std::stoll(r[ct]));
+      if (!one) continue;
+      const double two_ns = std::stod(r[cr]), sp = one->real_ns / two_ns;
+      if (!(sp >= worst_thread_speedup)) {
+        worst_thread_speedup = sp;
+        worst_thread_where = r[co] + " " + r[cb] + "x" + r[cu] + "x" + r[ct] + " " + r[cc];
+      }
+      line("| " + std::string(r[co] == "alignment" ? "expected alignment" : "MoChA beta (w=4)") + " | [" + r[cb] +
+           ", " + r[cu] + ", " + r[ct] + "] | " + r[cc] + " | " + fmt(one->real_ns / 1e6) + " | " + fmt(two_ns / 1e6) +
+           " | " + fixed(sp, 2) + "x |");
+    }
+    line();
+  }
+
+  // ------------------------------------------------------------------ G2P training
+  // Optional (--g2p): end-to-end training throughput against the PyTorch eager peer, from
+  // bench/g2p-train-throughput.sh (interleaved rounds; min and median).
+  std::map<std::string, std::pair<double, double>> g2p;  // "impl,threads" -> (min, median)
+  if (arg.count("g2p")) {
+    const Table t = read_csv(arg["g2p"]);
+    const int ci = t.col("impl"), ct = t.col("threads"), cv = t.col("tokens_per_second");
+    std::map<std::string, std::vector<double>> runs;
+    for (const auto& r : t.rows) runs[r[ci] + "," + r[ct]].push_back(std::stod(r[cv]));
+    for (auto& [k, v] : runs) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      g2p[k] = {v[0], n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2};
+    }
+    line("## G2P training throughput (bench/g2p-train-throughput.sh)");
+    line();
+    line("`mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` (445,101 parameters, batch 64) against the same"
+         " model written in eager PyTorch by a user (bench/python/g2p_peer.py: Debian's python3-torch, the"
+         " closed-form MoChA, `torch.set_num_threads`), target tokens per second, min / median of " +
+         std::to_string(runs.empty() ? 0 : runs.begin()->second.size()) +
+         " interleaved rounds. mona's threads are shards of each batch trained in parallel (train.threads);"
+         " the peer's are PyTorch's intra-op threads. Raw numbers: [g2p_train.csv](" + link + "g2p_train.csv).");
+    line();
+    line("| threads | mona | PyTorch eager | mona / PyTorch (median) |");
+    line("|---|---|---|---|");
+    for (const std::string th : {"1", "2"}) {
+      const auto m = g2p["mona," + th], p = g2p["pytorch_eager," + th];
+      line("| " + th + " | " + fmt(m.first) + " / " + fmt(m.second) + " | " + fmt(p.first) + " / " + fmt(p.second) +
+           " | " + fixed(m.second / p.second, 2) + "x |");
+    }
+    line();
+  }
+
   // ------------------------------------------------------------------ features
   // Optional (--features): the log-mel filterbank's speed, from bench/features.
   struct FeatureRow {
@@ -696,6 +770,20 @@ int main(int argc, char** argv) {
                  ms.first, 10, true, "x");
   }
   verdict_line("training kernels, largest mona error (output or gradient, all cases; " + verdict.worst_err + ")", verdict.max_err, 1e-5, false, "");
+  verdict_line("training kernels, largest fwd+bwd time over the copy bound, one thread (" + worst_copy_where + ")",
+               worst_copy_ratio, 2.5, false, "x");
+  if (arg.count("train-threads2")) {
+    verdict_line("training kernels, smallest 2-thread speedup (" + worst_thread_where + ")", worst_thread_speedup, 1.6,
+                 true, "x");
+  }
+  if (!g2p.empty()) {
+    verdict_line("G2P training, mona 2 threads / 1 thread (medians)", g2p["mona,2"].second / g2p["mona,1"].second,
+                 1.6, true, "x");
+    for (const std::string th : {"1", "2"}) {
+      verdict_line("G2P training, mona / PyTorch eager at " + th + " thread(s) (medians)",
+                   g2p["mona," + th].second / g2p["pytorch_eager," + th].second, 1.5, true, "x");
+    }
+  }
   line("  (largest mona error relative to the largest magnitude of the same reference tensor: " +
        fmt(verdict.max_rel, 2) + "; float32 rounding is 6e-8 relative.)");
   for (const auto& f : features) {
