@@ -527,15 +527,18 @@ MonotonicAttention::MonotonicAttention(const AttentionOptions& options) : Attent
   reseed_noise(options_.seed);
 }
 
-StepOutput MonotonicAttention::step(const at::Tensor& query, const Memory& memory,
-                                    const at::Tensor& state) {
-  const char* fn = "MonotonicAttention::step";
+at::Tensor MonotonicAttention::alignment_step(const at::Tensor& query, const Memory& memory,
+                                              const at::Tensor& state, const char* fn) {
   check_query(query, memory, options_.query_dim, fn);
   check_state(state, memory, fn);
   const at::Tensor e = monotonic->forward(query.unsqueeze(1), memory.keys).squeeze(1);
-  const at::Tensor p = selection_probability(e);
+  return monotonic_alignment_step(selection_probability(e), state, memory.lengths);
+}
+
+StepOutput MonotonicAttention::step(const at::Tensor& query, const Memory& memory,
+                                    const at::Tensor& state) {
   StepOutput out;
-  out.state = monotonic_alignment_step(p, state, memory.lengths);
+  out.state = alignment_step(query, memory, state, "MonotonicAttention::step");
   out.weights = out.state;
   out.context = weighted_sum(out.weights, memory.values);
   return out;
@@ -569,7 +572,8 @@ MoChA::MoChA(const AttentionOptions& options) : MonotonicAttention(options) {
 }
 
 StepOutput MoChA::step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
-  StepOutput out = MonotonicAttention::step(query, memory, state);
+  StepOutput out;
+  out.state = alignment_step(query, memory, state, "MoChA::step");
   const at::Tensor u = chunk->forward(query.unsqueeze(1), memory.chunk_keys);
   out.weights =
       mocha_chunkwise(out.state.unsqueeze(1), u, options_.chunk_size, memory.lengths).squeeze(1);

@@ -323,6 +323,11 @@ class MonotonicAttention : public Attention {
 
  protected:
   Energy& main_energy() override { return *monotonic; }
+  /// One step's expected alignment alpha_i [B, T] (002 eq. 13) from the query and alpha_{i-1}
+  /// (`state`), argument checks included: step() without the context, which MoChA and
+  /// MAtChA build from their own chunk weights.
+  at::Tensor alignment_step(const at::Tensor& query, const Memory& memory, const at::Tensor& state,
+                            const char* fn);
 };
 
 /// MoChA with chunk size w = options.chunk_size (000).
