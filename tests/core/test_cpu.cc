@@ -18,20 +18,15 @@ namespace {
 const char* kV3 = "x86-64-v3 (AVX2, FMA)";
 const char* kV4 = "x86-64-v4 (AVX-512)";
 
-bool cpu_runs_v3() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("x86-64-v3");
-#else
-  return false;
-#endif
-}
+enum class Level { kX86_64_V3, kX86_64_V4 };
 
-bool cpu_runs_v4() {
+// Whether this CPU runs x86-64-v3 or -v4 code (__builtin_cpu_supports takes a literal).
+bool cpu_runs(Level level) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  return __builtin_cpu_supports("x86-64-v4");
+  return level == Level::kX86_64_V4 ? __builtin_cpu_supports("x86-64-v4") : __builtin_cpu_supports("x86-64-v3");
 #else
+  (void)level;
   return false;
 #endif
 }
@@ -56,22 +51,22 @@ TEST(KernelTarget, NamesAVersionThisCpuRunsAndFollowsTheEnvironment) {
   const std::string wanted = env_target();
   ASSERT_TRUE(wanted.empty() || wanted == "baseline" || wanted == "x86-64-v3" || wanted == "x86-64-v4")
       << "MONA_KERNEL_TARGET=" << wanted << ": kernel_target_env.cc tests bogus names";
-  if (wanted == "x86-64-v3" && !cpu_runs_v3()) {
+  if (wanted == "x86-64-v3" && !cpu_runs(Level::kX86_64_V3)) {
     GTEST_SKIP() << "this CPU cannot run x86-64-v3";
   }
-  if (wanted == "x86-64-v4" && !cpu_runs_v4()) {
+  if (wanted == "x86-64-v4" && !cpu_runs(Level::kX86_64_V4)) {
     GTEST_SKIP() << "this CPU cannot run x86-64-v4";
   }
   const std::string target = mona::core::kernel_target();
   ASSERT_TRUE(target == "baseline" || target == kV3 || target == kV4) << target;
   if (target == kV3) {
-    EXPECT_TRUE(cpu_runs_v3()) << "kernels report " << target;
+    EXPECT_TRUE(cpu_runs(Level::kX86_64_V3)) << "kernels report " << target;
   }
   if (target == kV4) {
-    EXPECT_TRUE(cpu_runs_v4()) << "kernels report " << target;
+    EXPECT_TRUE(cpu_runs(Level::kX86_64_V4)) << "kernels report " << target;
   }
   if (wanted.empty() && target != "baseline") {  // with clones: the best version this CPU runs
-    EXPECT_EQ(target, cpu_runs_v4() ? kV4 : kV3);
+    EXPECT_EQ(target, cpu_runs(Level::kX86_64_V4) ? kV4 : kV3);
   }
   if (wanted == "baseline") {
     EXPECT_EQ(target, "baseline");
