@@ -1,3 +1,4 @@
+// label: guards
 // The `mona` program's guards (issue 17): a run is never silently replaced, a resumed run
 // must match its checkpoint and logs each step once, thread counts are checked in one
 // place, counts and references are validated, errors blame the right argument, a signal
