@@ -52,16 +52,18 @@ test-release: build
 # (MONA_KERNEL_TARGET, include/mona/core/cpu.h), and glibc's libm kept off its AVX2 / FMA
 # variants (GLIBC_TUNABLES): an assertion that holds for one CPU's
 # rounding only fails here, not on someone else's machine. The tests already labelled
-# baseline ran that way in test-release. Three labels run once: install (builds and runs
-# consumer projects) and guards (the mona program's refusals, messages, signals and
-# resumption, tests/tools/test_cli_guards.cc) assert nothing that depends on rounding;
-# learning (tests/stream/CMakeLists.txt) has thresholds measured over every kernel family.
+# baseline ran that way in test-release, and so did those labelled v3 (the core suites on
+# the x86-64-v3 kernels, tests/core/CMakeLists.txt; the core uses no BLAS). Three labels run
+# once: install (builds and runs consumer projects) and guards (the mona program's
+# refusals, messages, signals and resumption, tests/tools/test_cli_guards.cc) assert
+# nothing that depends on rounding; learning (tests/stream/CMakeLists.txt) has thresholds
+# measured over every kernel family.
 test-other-kernels: build
 	@second=$$(bash scripts/second-blas-core.sh $(BUILD)/bin/mona) && \
 	  echo "test-other-kernels: OPENBLAS_CORETYPE=$$second MONA_KERNEL_TARGET=baseline" && \
 	  cd $(BUILD) && OPENBLAS_CORETYPE=$$second MONA_KERNEL_TARGET=baseline \
 	  GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F \
-	  ctest --output-on-failure -j$(JOBS) -LE 'baseline|install|guards|learning'
+	  ctest --output-on-failure -j$(JOBS) -LE 'baseline|v3|install|guards|learning'
 
 test-sanitize: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMONA_SANITIZE=ON -DMONA_WITH_TORCH=OFF
