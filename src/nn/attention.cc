@@ -155,22 +155,6 @@ void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
 
 double sigmoid(double e) { return 1.0 / (1.0 + std::exp(-e)); }
 
-// How much of the next key row the scan asks for ahead: the first cache lines start the
-// hardware's stream prefetcher on the row; asking for every line costs more than it saves
-// when the memory is already in cache.
-constexpr int64_t kPrefetchBytes = 256;
-
-// Hints the CPU to load [p, p + bytes) into cache (no effect on results).
-inline void prefetch(const void* p, int64_t bytes) {
-#if defined(__GNUC__)
-  const char* c = static_cast<const char*>(p);
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 // `t` as a 1-D tensor of n values of `dtype` for a hard step to write: kept when it already
 // is one whose storage nothing else refers to (the out= convention), else a new one. A
 // hard step's fixed cost is what bounds its speed, and an allocation is most of it.
@@ -369,14 +353,13 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     const int64_t n = memory.size();
     MONA_CHECK(state.resume >= memory.first(), "Attention::hard_step: state: the scan resumes at memory entry ",
                state.resume, ", released already (the memory holds entries from ", memory.first(), " on)");
-    const int64_t ahead = std::min<int64_t>(dk * static_cast<int64_t>(elementSize(memory.dtype_)),
-                                            kPrefetchBytes);
+    const int64_t row_bytes = dk * static_cast<int64_t>(elementSize(memory.dtype_));
     AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
       const scalar_t* kp = static_cast<const scalar_t*>(memory.keys_data_);
       // The scan reads the keys row after row: each energy first asks for the head of the
       // next row, so a memory that is not in cache costs bandwidth, not latency.
       auto energy_at = [&](int64_t j, auto&& score) {
-        if (j + 1 < n) prefetch(kp + memory.row(j + 1) * dk, ahead);
+        if (j + 1 < n) core::prefetch_row(kp + memory.row(j + 1) * dk, row_bytes);
         return score(kp + memory.row(j) * dk);
       };
       if (so.sample) {
