@@ -54,7 +54,7 @@ std::vector<std::string> tokenize(const std::string& text) {
 
 std::vector<Example> parse_tsv(const std::string& text, const std::string& source_name) {
   std::vector<Example> examples;
-  for_each_line(text, [&](const std::string& line, int64_t line_no) {
+  for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
     const auto tabs = std::count(line.begin(), line.end(), '\t');
     check_data(tabs == 1, where(), "expected 1 TAB separating input and output, found ", tabs);

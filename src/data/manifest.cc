@@ -14,7 +14,7 @@ std::vector<Example> parse_manifest(const std::string& text, const std::string& 
                                     const std::string& source_name) {
   namespace fs = std::filesystem;
   std::vector<Example> examples;
-  for_each_line(text, [&](const std::string& line, int64_t line_no) {
+  for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
     const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
     const auto tabs = std::count(line.begin(), line.end(), '\t');
     detail::check_data(tabs == 1, where, "expected 1 TAB separating the audio path and the transcript, found ", tabs);

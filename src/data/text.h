@@ -1,4 +1,5 @@
-// Internal to mona::data: what counts as white space between tokens of a data file.
+// Internal to mona::data: what counts as white space between tokens of a data file, and
+// the lines of a text file.
 #pragma once
 
 #include <algorithm>
@@ -13,11 +14,11 @@ inline bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/// Calls f(line, line_no) for every line of `text` that is not blank (empty or white space
-/// only), line_no counting from 1, with a trailing '\r' (CRLF files) dropped: how TSV
-/// datasets and manifests are read.
+/// Calls f(line, line_no) for every line of `text`, line_no counting from 1, with a
+/// trailing '\r' (CRLF files) dropped; a final '\n' ends the last line (no empty line
+/// after it). Returns the number of lines: how vocabularies are read.
 template <class F>
-void for_each_line(const std::string& text, F&& f) {
+int64_t for_each_line(const std::string& text, F&& f) {
   std::size_t pos = 0;
   int64_t line_no = 0;
   while (pos < text.size()) {
@@ -27,9 +28,19 @@ void for_each_line(const std::string& text, F&& f) {
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (std::all_of(line.begin(), line.end(), [](char c) { return is_space(c); })) continue;
     f(line, line_no);
   }
+  return line_no;
+}
+
+/// for_each_line without the blank lines (empty or white space only): how TSV datasets and
+/// manifests are read.
+template <class F>
+void for_each_nonblank_line(const std::string& text, F&& f) {
+  for_each_line(text, [&](const std::string& line, int64_t line_no) {
+    if (std::all_of(line.begin(), line.end(), [](char c) { return is_space(c); })) return;
+    f(line, line_no);
+  });
 }
 
 }  // namespace mona::data

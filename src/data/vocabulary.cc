@@ -136,22 +136,14 @@ std::string Vocabulary::to_text() const {
 Vocabulary Vocabulary::from_text(const std::string& text, const std::string& source_name) {
   Vocabulary vocab;
   std::vector<int64_t> line_of_id;  // 1-based line number of each id, for duplicate messages
-  std::size_t pos = 0;
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  const int64_t lines = for_each_line(text, [&](const std::string& line, int64_t line_no) {
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
     if (line_no <= kNumReserved) {
       const std::string want = kReservedSymbols[static_cast<std::size_t>(line_no - 1)];
       check_data(line == want, where(), "expected the reserved symbol ", quoted(want), " (id ",
             line_no - 1, "), got ", quoted(line));
       line_of_id.push_back(line_no);
-      continue;
+      return;
     }
     const std::string problem = symbol_problem(line);
     check_data(problem.empty(), where(), problem, " (expected one symbol per line)");
@@ -162,9 +154,9 @@ Vocabulary Vocabulary::from_text(const std::string& text, const std::string& sou
     }
     vocab.add(line);
     line_of_id.push_back(line_no);
-  }
-  check_data(line_no >= kNumReserved, source_name, ": expected at least the ", kNumReserved,
-        " reserved symbols <pad> <s> </s> <unk> (one per line), got ", line_no, " lines");
+  });
+  check_data(lines >= kNumReserved, source_name, ": expected at least the ", kNumReserved,
+        " reserved symbols <pad> <s> </s> <unk> (one per line), got ", lines, " lines");
   return vocab;
 }
 
