@@ -43,12 +43,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "mona/core/scan.h"
 #include "mona/nn/attention.h"
 #include "mona/nn/energy.h"
@@ -63,13 +64,7 @@ using mona::nn::OnlineMemory;
 
 constexpr int64_t kDim = 256;
 
-struct Config {
-  bool quick = false;
-  int threads = 1;
-  int reps = 3;
-  std::string csv = "decode.csv";
-};
-Config g_config;
+mona::bench::Flags g_config("decode.csv");
 
 /// What a registered benchmark measures (the CSV row's key columns).
 struct Point {
@@ -285,8 +280,7 @@ void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
   // A single-trial point (soft attention at T = U = 10000, tens of seconds) runs once.
   const bool more = verdict_point(p) && !g_config.quick;
   p.reps = p.trials == 1 ? 1 : g_config.reps * (more ? kVerdictRepsFactor : 1);
-  if (p.reps > 1) b->Repetitions(p.reps)->ReportAggregatesOnly(true)->ComputeStatistics(
-        "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+  mona::bench::repeat_min(b, p.reps);
   g_points[name] = p;
 }
 
@@ -380,79 +374,33 @@ void register_all() {
   }
 }
 
-/// Console output as usual, plus the rows of the CSV.
-class CsvReporter : public benchmark::ConsoleReporter {
- public:
-  struct Row {
-    Point point;
-    double cpu_ns = 0, real_ns = 0;  // per iteration
-    double inspected = 0, emitted = 0, dots = 0;
-  };
-  std::vector<Row> rows;
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred) continue;
-      const auto it = g_points.find(r.run_name.function_name);
-      if (it == g_points.end()) continue;
-      const bool single = it->second.reps <= 1;
-      if (single ? r.run_type != Run::RT_Iteration
-                 : !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min"))
-        continue;
-      Row row;
-      row.point = it->second;
-      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
-      row.cpu_ns = r.GetAdjustedCPUTime() * to_ns;
-      row.real_ns = r.GetAdjustedRealTime() * to_ns;
-      auto counter = [&](const char* k) {
-        auto c = r.counters.find(k);
-        return c == r.counters.end() ? 0.0 : static_cast<double>(c->second);
-      };
-      row.inspected = counter("inspected");
-      row.emitted = counter("emitted");
-      row.dots = counter("dots");
-      rows.push_back(row);
-    }
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> rest = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") g_config.quick = true;
-    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
-    else if (a.rfind("--threads=", 0) == 0) g_config.threads = std::stoi(a.substr(10));
-    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
-    else rest.push_back(argv[i]);
-  }
-  if (g_config.quick) g_config.reps = 1;
+  std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
   at::set_num_threads(g_config.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   register_all();
-  CsvReporter reporter;
+  mona::bench::MinRunReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::ofstream csv(g_config.csv);
-  if (!csv) {
-    std::fprintf(stderr, "mona_bench_decode: cannot write %s\n", g_config.csv.c_str());
-    return 1;
-  }
+  using mona::bench::MinRunReporter;
+  std::ostringstream csv;
   csv << "kind,mechanism,w,dtype,T,U,d,threads,trials,reps,cpu_ns,real_ns,inspected,emitted,"
          "dots\n";
-  for (const auto& r : reporter.rows) {
-    const Point& p = r.point;
+  size_t rows = 0;
+  for (const auto& r : reporter.runs) {
+    const auto it = g_points.find(r.run_name.function_name);
+    if (it == g_points.end()) continue;
+    const Point& p = it->second;
     csv << p.kind << ',' << p.mechanism << ',' << p.w << ',' << dtype_name(p.dtype) << ','
         << p.T << ',' << p.U << ',' << kDim << ',' << g_config.threads << ',' << p.trials << ','
-        << p.reps << ',' << r.cpu_ns << ',' << r.real_ns << ',' << r.inspected << ','
-        << r.emitted << ',' << r.dots << '\n';
+        << p.reps << ',' << MinRunReporter::cpu_ns(r) << ',' << MinRunReporter::real_ns(r) << ','
+        << MinRunReporter::counter(r, "inspected") << ',' << MinRunReporter::counter(r, "emitted")
+        << ',' << MinRunReporter::counter(r, "dots") << '\n';
+    ++rows;
   }
-  std::printf("mona_bench_decode: wrote %zu rows to %s\n", reporter.rows.size(),
-              g_config.csv.c_str());
-  return 0;
+  return mona::bench::write_csv("mona_bench_decode", g_config.csv, csv.str(), rows);
 }

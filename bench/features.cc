@@ -13,22 +13,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "mona/audio/fbank.h"
 
 namespace {
 
-struct Config {
-  bool quick = false;
-  int reps = 3;
-  std::string csv = "features.csv";
-};
-Config g_config;
+mona::bench::Flags g_config("features.csv");
 
 constexpr int kRate = 16000;
 
@@ -101,71 +97,35 @@ void bm_online(benchmark::State& state) {
   g_points["online_10ms"] = {"online_10ms", seconds, frames, o.num_bins()};
 }
 
-class CsvReporter : public benchmark::ConsoleReporter {
- public:
-  struct Row {
-    Point point;
-    double cpu_ns = 0, real_ns = 0;
-  };
-  std::vector<Row> rows;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred) continue;
-      if (g_config.reps > 1 && !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min"))
-        continue;
-      const std::string name = r.run_name.function_name;
-      const std::string mode = name == "fbank/offline" ? "offline" : "online_10ms";
-      auto it = g_points.find(mode);
-      if (it == g_points.end()) continue;
-      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
-      rows.push_back({it->second, r.GetAdjustedCPUTime() * to_ns, r.GetAdjustedRealTime() * to_ns});
-    }
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> rest = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") g_config.quick = true;
-    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
-    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
-    else rest.push_back(argv[i]);
-  }
-  if (g_config.quick) g_config.reps = 1;
+  std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/false);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   for (auto [name, fn] : {std::pair{"fbank/offline", &bm_offline}, std::pair{"fbank/online_10ms", &bm_online}}) {
     auto* b = benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond);
     if (g_config.quick) b->Iterations(2);
-    if (g_config.reps > 1) {
-      b->Repetitions(g_config.reps)->ReportAggregatesOnly(true);
-      b->ComputeStatistics("min", [](const std::vector<double>& v) {
-        return *std::min_element(v.begin(), v.end());
-      });
-    }
+    mona::bench::repeat_min(b, g_config.reps);
   }
-  CsvReporter reporter;
+  mona::bench::MinRunReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::ofstream csv(g_config.csv);
-  if (!csv) {
-    std::fprintf(stderr, "mona_bench_features: cannot write %s\n", g_config.csv.c_str());
-    return 1;
-  }
+  std::ostringstream csv;
   csv << "mode,audio_s,frames,bins,sample_rate,threads,reps,cpu_ns,real_ns,x_realtime\n";
   csv.precision(6);
-  for (const auto& r : reporter.rows) {
-    const Point& p = r.point;
+  size_t rows = 0;
+  for (const auto& r : reporter.runs) {
+    const std::string name = r.run_name.function_name;
+    const auto it = g_points.find(name == "fbank/offline" ? "offline" : "online_10ms");
+    if (it == g_points.end()) continue;
+    const Point& p = it->second;
+    const double cpu_ns = mona::bench::MinRunReporter::cpu_ns(r);
     csv << p.mode << ',' << p.audio_s << ',' << p.frames << ',' << p.bins << ',' << kRate
-        << ",1," << g_config.reps << ',' << r.cpu_ns << ',' << r.real_ns << ','
-        << p.audio_s * 1e9 / r.cpu_ns << '\n';
+        << ",1," << g_config.reps << ',' << cpu_ns << ',' << mona::bench::MinRunReporter::real_ns(r)
+        << ',' << p.audio_s * 1e9 / cpu_ns << '\n';
+    ++rows;
   }
-  std::printf("mona_bench_features: wrote %zu rows to %s\n", reporter.rows.size(),
-              g_config.csv.c_str());
-  return 0;
+  return mona::bench::write_csv("mona_bench_features", g_config.csv, csv.str(), rows);
 }

@@ -16,22 +16,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "mona/stream/stream.h"
 
 namespace {
 
-struct Config {
-  bool quick = false;
-  int reps = 3;
-  std::string csv = "streams.csv";
-};
-Config g_config;
+mona::bench::Flags g_config("streams.csv");
 
 constexpr int kRate = 16000;
 constexpr double kSeconds = 4.0;
@@ -127,41 +123,10 @@ void run(benchmark::State& state, bool together) {
 void bm_together(benchmark::State& state) { run(state, true); }
 void bm_one_by_one(benchmark::State& state) { run(state, false); }
 
-class CsvReporter : public benchmark::ConsoleReporter {
- public:
-  struct Row {
-    Point point;
-    double real_ns = 0;
-  };
-  std::vector<Row> rows;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred) continue;
-      if (g_config.reps > 1 && !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min")) continue;
-      const std::string name = r.run_name.function_name;  // streams/<mode>
-      const std::string mode = name.substr(name.find('/') + 1);
-      const std::string key = mode + "/" + r.run_name.args;
-      auto it = g_points.find(key);
-      if (it == g_points.end()) continue;
-      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
-      rows.push_back({it->second, r.GetAdjustedRealTime() * to_ns});
-    }
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> rest = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") g_config.quick = true;
-    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
-    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
-    else rest.push_back(argv[i]);
-  }
-  if (g_config.quick) g_config.reps = 1;
+  std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/false);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   for (auto [name, fn] : {std::pair{"streams/decode_streams", &bm_together}, std::pair{"streams/one_by_one", &bm_one_by_one}}) {
@@ -171,27 +136,25 @@ int main(int argc, char** argv) {
     } else {
       b->Arg(1)->Arg(8)->Arg(32);
     }
-    if (g_config.reps > 1) {
-      b->Repetitions(g_config.reps)->ReportAggregatesOnly(true);
-      b->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
-    }
+    mona::bench::repeat_min(b, g_config.reps);
   }
-  CsvReporter reporter;
+  mona::bench::MinRunReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::ofstream csv(g_config.csv);
-  if (!csv) {
-    std::fprintf(stderr, "mona_bench_streams: cannot write %s\n", g_config.csv.c_str());
-    return 1;
-  }
+  std::ostringstream csv;
   csv << "mode,streams,audio_s,tokens,threads,reps,real_ns,x_realtime\n";
   csv.precision(6);
-  for (const auto& r : reporter.rows) {
-    const Point& p = r.point;
+  size_t rows = 0;
+  for (const auto& r : reporter.runs) {
+    const std::string name = r.run_name.function_name;  // streams/<mode>
+    const auto it = g_points.find(name.substr(name.find('/') + 1) + "/" + r.run_name.args);
+    if (it == g_points.end()) continue;
+    const Point& p = it->second;
+    const double real_ns = mona::bench::MinRunReporter::real_ns(r);
     csv << p.mode << ',' << p.streams << ',' << p.streams * kSeconds << ',' << p.tokens << ",1," << g_config.reps
-        << ',' << r.real_ns << ',' << p.streams * kSeconds * 1e9 / r.real_ns << '\n';
+        << ',' << real_ns << ',' << p.streams * kSeconds * 1e9 / real_ns << '\n';
+    ++rows;
   }
-  std::printf("mona_bench_streams: wrote %zu rows to %s\n", reporter.rows.size(), g_config.csv.c_str());
-  return 0;
+  return mona::bench::write_csv("mona_bench_streams", g_config.csv, csv.str(), rows);
 }

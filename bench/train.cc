@@ -38,23 +38,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "mona/core/cpu.h"
 #include "mona/nn/functional.h"
 
 namespace {
 
-struct Config {
-  bool quick = false;
-  int threads = 1;
-  int reps = 3;
-  std::string csv = "train.csv";
-};
-Config g_config;
+mona::bench::Flags g_config("train.csv");
 
 struct Shape {
   int64_t B, U, T;
@@ -323,8 +318,7 @@ void bm_copy(benchmark::State& st, int64_t bytes) {
 
 void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
   b->Iterations(p.iters)->Unit(benchmark::kMillisecond);
-  if (g_config.reps > 1) b->Repetitions(g_config.reps)->ReportAggregatesOnly(true)->ComputeStatistics(
-        "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+  mona::bench::repeat_min(b, g_config.reps);
   g_points[name] = std::move(p);
 }
 
@@ -360,70 +354,42 @@ void register_all() {
   }
 }
 
-class CsvReporter : public benchmark::ConsoleReporter {
- public:
-  struct Row {
-    Point point;
-    double cpu_ns = 0, real_ns = 0;
-  };
-  std::vector<Row> rows;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred) continue;
-      if (g_config.reps > 1 && !(r.run_type == Run::RT_Aggregate && r.aggregate_name == "min"))
-        continue;
-      auto it = g_points.find(r.run_name.function_name);
-      if (it == g_points.end()) continue;
-      const double to_ns = 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
-      rows.push_back({it->second, r.GetAdjustedCPUTime() * to_ns, r.GetAdjustedRealTime() * to_ns});
-    }
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> rest = {argv[0]};
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--kernel-target") {  // which compiled version of the core kernels runs here
+    if (std::string(argv[i]) == "--kernel-target") {  // which compiled version of the core kernels runs here
       std::printf("%s\n", mona::core::kernel_target());
       return 0;
     }
-    if (a == "--quick") g_config.quick = true;
-    else if (a.rfind("--csv=", 0) == 0) g_config.csv = a.substr(6);
-    else if (a.rfind("--threads=", 0) == 0) g_config.threads = std::stoi(a.substr(10));
-    else if (a.rfind("--reps=", 0) == 0) g_config.reps = std::stoi(a.substr(7));
-    else rest.push_back(argv[i]);
   }
-  if (g_config.quick) g_config.reps = 1;
+  std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
   at::set_num_threads(g_config.threads);
   omp_set_num_threads(g_config.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   register_all();
-  CsvReporter reporter;
+  mona::bench::MinRunReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::ofstream csv(g_config.csv);
-  if (!csv) {
-    std::fprintf(stderr, "mona_bench_train: cannot write %s\n", g_config.csv.c_str());
-    return 1;
-  }
+  std::ostringstream csv;
   csv << "op,impl,case,B,U,T,dtype,threads,iters,reps,cpu_ns,real_ns,bytes,GBps,err_out,"
          "err_grad,nonfinite,ref_max_out,ref_max_grad\n";
   csv.precision(6);
-  for (const auto& r : reporter.rows) {
-    const Point& p = r.point;
+  size_t rows = 0;
+  for (const auto& r : reporter.runs) {
+    const auto it = g_points.find(r.run_name.function_name);
+    if (it == g_points.end()) continue;
+    const Point& p = it->second;
+    const double cpu_ns = mona::bench::MinRunReporter::cpu_ns(r);
     csv << p.op << ',' << p.impl << ',' << (p.which.empty() ? "-" : p.which) << ','
         << p.shape.B << ',' << p.shape.U << ',' << p.shape.T << ",float32," << g_config.threads
-        << ',' << p.iters << ',' << g_config.reps << ',' << r.cpu_ns << ',' << r.real_ns << ','
-        << p.bytes << ',' << p.bytes / r.cpu_ns << ',' << p.acc.err_out << ',' << p.acc.err_grad
-        << ',' << p.acc.nonfinite << ',' << p.acc.ref_out << ',' << p.acc.ref_grad << '\n';
+        << ',' << p.iters << ',' << g_config.reps << ',' << cpu_ns << ','
+        << mona::bench::MinRunReporter::real_ns(r) << ',' << p.bytes << ',' << p.bytes / cpu_ns
+        << ',' << p.acc.err_out << ',' << p.acc.err_grad << ',' << p.acc.nonfinite << ','
+        << p.acc.ref_out << ',' << p.acc.ref_grad << '\n';
+    ++rows;
   }
-  std::printf("mona_bench_train: wrote %zu rows to %s\n", reporter.rows.size(),
-              g_config.csv.c_str());
-  return 0;
+  return mona::bench::write_csv("mona_bench_train", g_config.csv, csv.str(), rows);
 }
