@@ -232,6 +232,10 @@ at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double
                                 GmmArgs{core::GmmOptions{}, il, ol});
 }
 
+at::Tensor eos_frame(int64_t dim, const at::TensorOptions& options) {
+  return at::ones({1, dim}, options);
+}
+
 EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, double p_eos,
                           at::Generator gen) {
   const char* fn = "mona::nn::append_eos_frame";
@@ -246,8 +250,9 @@ EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, d
   out.memory = at::cat({memory, at::zeros({B, 1, D}, memory.options())}, 1);
   const auto* l = lens.data_ptr<int64_t>();
   const auto* a = out.appended.data_ptr<bool>();
+  const at::Tensor frame = eos_frame(D, memory.options()).view({D});
   for (int64_t b = 0; b < B; ++b) {
-    if (a[b]) out.memory.select(0, b).select(0, l[b]).fill_(1.0);
+    if (a[b]) out.memory.select(0, b).select(0, l[b]).copy_(frame);
   }
   out.lengths = lens + out.appended.to(at::kLong);
   return out;

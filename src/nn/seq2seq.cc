@@ -63,6 +63,7 @@ void ModelOptions::validate() const {
   MONA_CHECK(decoder_embedding_dim > 0, w, ": decoder_embedding_dim must be > 0, got ", decoder_embedding_dim);
   MONA_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
   MONA_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);
+  MONA_CHECK(p_eos >= 0 && p_eos <= 1, w, ": p_eos must lie in [0, 1], got ", p_eos);
   MONA_CHECK(find_mechanism(attention) != nullptr, w, ": attention must be one of ",
              mechanism_names(), "; got \"", attention, "\"");
 }
@@ -478,6 +479,19 @@ Seq2Seq::Seq2Seq(ModelOptions options) : options_(std::move(options)) {
   decoder = register_module("decoder", std::make_shared<Decoder>(options_, encoder->output_dim()));
 }
 
+std::pair<at::Tensor, at::Tensor> Seq2Seq::encode(const at::Tensor& inputs, const at::Tensor& lengths,
+                                                   at::Tensor* appended) {
+  auto [memory, mlens] = encoder->forward(inputs, lengths);
+  if (options_.p_eos > 0) {
+    EosBatch e = append_eos_frame(memory, mlens, is_training() ? options_.p_eos : 1.0,
+                                  decoder->dropout_generator ? *decoder->dropout_generator : at::Generator());
+    memory = e.memory;
+    mlens = e.lengths;
+    if (appended) *appended = e.appended;
+  }
+  return {memory, mlens};
+}
+
 at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
                          const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
                          at::Tensor* weights, int64_t* tokens,
@@ -503,7 +517,8 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
   const bool penalise = length_penalty && gmm && length_penalty->lambda > 0 &&
                         (length_penalty->until_step < 0 ||
                          length_penalty->step < length_penalty->until_step);
-  auto [memory, mlens] = encoder->forward(inputs, lengths);
+  at::Tensor appended;
+  auto [memory, mlens] = encode(inputs, lengths, &appended);
   const Memory mem = decoder->attention->prepare(memory, mlens);
   const int64_t B = targets.size(0), U = targets.size(1) + 1, V = options_.output_vocab;
   // y_in = <s> y_1 .. y_L ; y_out = y_1 .. y_L </s> ; padding beyond.
@@ -511,7 +526,9 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
   y_out.narrow(1, 0, U - 1).copy_(targets);
   const at::Tensor pos = torch::arange(U, torch::kLong).unsqueeze(0).expand({B, U});
   y_out = torch::where(pos == tl.unsqueeze(1), torch::full_like(y_out, kEos), y_out);
-  const at::Tensor valid = pos <= tl.unsqueeze(1);  // [B, U]
+  at::Tensor valid = pos <= tl.unsqueeze(1);  // [B, U]
+  // 003 sec. 2.4: </s> is trained only where the EOS frame was appended.
+  if (appended.defined()) valid = valid & ((pos != tl.unsqueeze(1)) | appended.unsqueeze(1));
   y_out = torch::where(valid, y_out, torch::full_like(y_out, kPad));
   at::Tensor y_in = torch::cat({torch::full({B, 1}, kBos, torch::kLong), y_out.narrow(1, 0, U - 1)}, 1);
   y_in = torch::where(y_in == kEos, torch::full_like(y_in, kPad), y_in);

@@ -1,6 +1,7 @@
 // The online runtime; see include/mona/stream/stream.h.
 #include "mona/stream/stream.h"
 #include "mona/core/error.h"
+#include "mona/nn/gmm_attention.h"
 
 #include <torch/torch.h>
 
@@ -97,8 +98,18 @@ void Recognizer::encode_pending(const std::vector<Stream*>& streams) const {
     }
   }
   for (Stream* s : streams) {
-    if (s->finished_ && !s->memory_.finished()) s->memory_.finish();
+    if (s->finished_ && !s->memory_.finished()) finish_memory(*s);
   }
+}
+
+void Recognizer::finish_memory(Stream& s) const {
+  if (model_->options().p_eos > 0) {
+    nn::Attention& attention = *model_->decoder->attention;
+    const at::Tensor frame = nn::eos_frame(attention.options().memory_dim,
+                                           model_->parameters().front().options());
+    attention.extend(s.memory_, frame);
+  }
+  s.memory_.finish();
 }
 
 void Recognizer::input_finished(Stream& s) const {
@@ -115,7 +126,7 @@ void Recognizer::input_finished(Stream& s) const {
   torch::NoGradGuard no_grad;
   take_rows(s, at::Tensor(), true);
   s.finished_ = true;  // the memory is finished once the last rows are encoded
-  if (s.pending_rows_.empty()) s.memory_.finish();
+  if (s.pending_rows_.empty()) finish_memory(s);
 }
 
 bool Recognizer::is_ready(const Stream& s) const {

@@ -269,7 +269,7 @@ nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const at::T
                                               const nn::SearchOptions& search) {
   torch::NoGradGuard no_grad;
   t.model->eval();
-  auto [mem, ml] = t.model->encoder->forward(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
+  auto [mem, ml] = t.model->encode(x.unsqueeze(0), torch::full({1}, x.size(0), torch::kLong));
   const nn::Memory m = t.model->decoder->attention->prepare(mem, ml);
   return nn::decode_expected(*t.model->decoder, m, search);
 }

@@ -4,10 +4,12 @@
 // equals the batch encoder.
 #include "mona/nn/seq2seq.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 
+#include "mona/data/tokens.h"
 #include "mona/nn/search.h"
 #include "util/nn_test_util.h"
 #include "util/test_util.h"
@@ -216,6 +218,81 @@ TEST(Seq2Seq, ShardLossesWithBatchTotalsAddUpToTheBatchLoss) {
                                    model->loss(x, xl, y, yl, sm, nullptr, nullptr, nullptr, &few); },
                              "BatchTotals of 3 tokens and 5 sequences cannot hold this shard's 19 and 5");
   }
+}
+
+// 003 sec. 2.4's EOS frame (ModelOptions::p_eos). encode() appends the all-ones frame right
+// after each sequence's last memory entry: to every sequence outside training, to those
+// drawn with probability p_eos in training. The loss trains </s> only on the sequences
+// that got it: checked against the cross entropy summed by hand from the decoder's
+// log-probabilities over the same memory (float64; the two differ only in summation order).
+TEST(Seq2Seq, EosFrameIsAppendedAndTrainsEosOnlyWhereItWas) {
+  for (const std::string mechanism : {"mocha", "sagmm-tr"}) {
+    SCOPED_TRACE(mechanism);
+    torch::manual_seed(5);
+    ModelOptions o = tiny_monotonic_options(mechanism);
+    o.attention_options.noise_std = 0;  // training mode without noise draws nothing else
+    o.p_eos = 0.5;
+    auto model = std::make_shared<nn::Seq2Seq>(o);
+    model->to(torch::kDouble);
+    const std::vector<std::vector<int64_t>> ys = {{4, 5, 6, 7}, {8, 9}, {5, 5, 6}, {7}, {9, 4, 8, 6}, {6, 5}};
+    auto [y, yl] = pad_batch(ys);
+    auto x = torch::randint(4, 10, {6, 6}, torch::kLong);
+    auto xl = torch::tensor({6, 3, 5, 2, 6, 4}, torch::kLong);
+    const int64_t B = 6;
+
+    model->eval();
+    torch::NoGradGuard no_grad;
+    auto [plain, plain_lens] = model->encoder->forward(x, xl);
+    at::Tensor appended;
+    auto [memory, lens] = model->encode(x, xl, &appended);
+    EXPECT_TRUE(appended.all().item<bool>());
+    EXPECT_TRUE(torch::equal(lens, plain_lens + 1));
+    ASSERT_EQ(memory.size(1), plain.size(1) + 1);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = plain_lens[b].item<int64_t>();
+      EXPECT_TRUE(torch::equal(memory[b].narrow(0, 0, n), plain[b].narrow(0, 0, n))) << b;
+      EXPECT_TRUE(torch::equal(memory[b][n], torch::ones({plain.size(2)}, torch::kDouble))) << b;
+    }
+
+    model->train();
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(77);
+    model->decoder->dropout_generator = &gen;
+    auto [drawn_memory, drawn_lens] = model->encode(x, xl, &appended);
+    const int64_t got = appended.sum().item<int64_t>();
+    EXPECT_GT(got, 0);  // seed 77 draws 6 sequences with p = 0.5: some get the frame, some not
+    EXPECT_LT(got, B);
+    EXPECT_TRUE(torch::equal(drawn_lens, plain_lens + appended.to(torch::kLong)));
+    // The hand-made cross entropy over that memory, </s> counted only where appended.
+    const nn::Memory m = model->decoder->attention->prepare(drawn_memory, drawn_lens);
+    const int64_t U = y.size(1) + 1;
+    at::Tensor y_in = torch::full({B, U}, data::kPad, torch::kLong);
+    std::vector<std::vector<int64_t>> y_out(B);
+    for (int64_t b = 0; b < B; ++b) {
+      y_in[b][0] = data::kBos;
+      for (size_t i = 0; i < ys[b].size(); ++i) y_in[b][static_cast<int64_t>(i) + 1] = ys[b][i];
+      y_out[b] = ys[b];
+      y_out[b].push_back(data::kEos);
+    }
+    const at::Tensor log_probs = torch::log_softmax(model->decoder->forward(y_in, m).first, -1);
+    double sum = 0;
+    int64_t positions = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      for (size_t i = 0; i < y_out[b].size(); ++i, ++positions) {
+        const bool eos = i + 1 == y_out[b].size();
+        if (eos && !appended[b].item<bool>()) continue;
+        sum -= log_probs[b][static_cast<int64_t>(i)][y_out[b][i]].item<double>();
+      }
+    }
+    gen.set_current_seed(77);  // the loss draws the same sequences
+    int64_t tokens = 0;
+    const double loss = model->loss(x, xl, y, yl, {}, nullptr, &tokens).item<double>();
+    EXPECT_EQ(tokens, positions);  // </s> still counts in the total
+    EXPECT_NEAR(loss, sum / static_cast<double>(positions), 1e-12 * sum);
+    model->decoder->dropout_generator = nullptr;
+  }
+  ModelOptions bad = tiny_monotonic_options("mocha");
+  bad.p_eos = 1.5;
+  mona::test::expect_error([&] { bad.validate(); }, "p_eos must lie in [0, 1], got 1.5");
 }
 
 TEST(Seq2Seq, LookaheadOptionErrorsNameTheValue) {

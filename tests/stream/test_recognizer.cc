@@ -158,6 +158,58 @@ TEST(Recognizer, StreamingEqualsOfflineBitForBitForAnySplitWithOddSizes) {
   EXPECT_GT(tokens, 2 * compared) << "the comparison must cover emitted tokens";
 }
 
+// A model trained with 003's EOS frame (ModelOptions::p_eos) gets the frame appended once
+// its input is finished: exactly one memory entry more than the same weights without it,
+// and streaming still equals offline decoding bit for bit, greedy and beam, for the
+// monotonic and the GMM family.
+TEST(Recognizer, EosFrameIsAppendedWhenTheInputFinishes) {
+  for (const std::string mech : {"mocha", "sagmm-tr"}) {
+    SCOPED_TRACE(mech);
+    torch::manual_seed(3);
+    ModelOptions o = tiny_monotonic_options(mech);
+    o.attention_options.init_r = 1.0;  // untrained, but emitting
+    auto without = std::make_shared<nn::Seq2Seq>(o);
+    o.p_eos = 1.0;
+    auto with = std::make_shared<nn::Seq2Seq>(o);
+    {
+      torch::NoGradGuard no_grad;
+      const auto from = without->parameters();
+      const auto to = with->parameters();
+      for (size_t k = 0; k < from.size(); ++k) to[k].copy_(from[k]);
+    }
+    without->eval();
+    with->eval();
+    std::mt19937_64 gen(5);
+    for (int64_t beam : {0, 3}) {
+      nn::SearchOptions so;
+      so.beam = beam;
+      stream::Recognizer plain(without, so), framed(with, so);
+      for (int k = 0; k < 5; ++k) {
+        const auto x = tiny_task_input(gen, true);
+        auto a = plain.create_stream(), b = framed.create_stream();
+        for (int64_t v : x) {
+          plain.accept(*a, torch::tensor({v}, torch::kLong));
+          framed.accept(*b, torch::tensor({v}, torch::kLong));
+          while (plain.is_ready(*a)) plain.decode(*a);
+          while (framed.is_ready(*b)) framed.decode(*b);
+        }
+        EXPECT_EQ(b->memory_size(), a->memory_size());  // nothing added while input arrives
+        plain.input_finished(*a);
+        framed.input_finished(*b);
+        while (plain.is_ready(*a)) plain.decode(*a);
+        while (framed.is_ready(*b)) framed.decode(*b);
+        EXPECT_EQ(b->memory_size(), a->memory_size() + 1);
+        const auto online = framed.result(*b);
+        const auto offline = framed.recognize(torch::tensor(x, torch::kLong));
+        EXPECT_TRUE(online.final);
+        EXPECT_EQ(online.tokens, offline.tokens) << "beam " << beam;
+        EXPECT_EQ(online.memory_positions, offline.memory_positions) << "beam " << beam;
+        EXPECT_EQ(online.score, offline.score) << "beam " << beam;
+      }
+    }
+  }
+}
+
 TEST(Recognizer, FeatureInputStreamsExactlyAsOffline) {
   for (int64_t lookahead : {0, 2}) {
     torch::manual_seed(4);

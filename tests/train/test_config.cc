@@ -37,6 +37,7 @@ model:
   decoder_embedding_dim: 17
   decoder_hidden: 19
   dropout: 0.25
+  p_eos: 0.125
   features: {sample_rate: 8000, frame_length_ms: 20, frame_shift_ms: 12.5, dither: 0.5, preemphasis: 0.5,
              remove_dc_offset: false, window: hamming, blackman_coeff: 0.5, round_to_power_of_two: false,
              num_mel_bins: 30, low_freq: 40, high_freq: -100, energy_floor: 0.25, use_energy: true,
@@ -92,6 +93,7 @@ TEST(Config, EveryKeyIsReadIntoItsFieldAndWrittenBack) {
   EXPECT_EQ(c.data.dev, "b.tsv");
   EXPECT_EQ(c.model.input_kind, "features");
   EXPECT_EQ(c.model.decoder_hidden, 19);
+  EXPECT_EQ(c.model.p_eos, 0.125);
   EXPECT_EQ(c.model.attention, "sagmm-fixed");
   EXPECT_EQ(c.model.attention_options.tau, 0.25);
   EXPECT_EQ(c.model.attention_options.chunk_size, 3);

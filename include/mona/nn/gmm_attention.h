@@ -95,6 +95,10 @@ at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double
 // ---------------------------------------------------------------------------------------
 // EOS frame (003 sec. 2.4)
 
+/// The EOS frame itself: [1, dim] of ones (003 sec. 2.4's 1-vector), what append_eos_frame
+/// appends and the streaming runtime appends when the input finishes.
+at::Tensor eos_frame(int64_t dim, const at::TensorOptions& options);
+
 /// Result of append_eos_frame.
 struct EosBatch {
   at::Tensor memory;   ///< [B, T + 1, D]: frame lengths[b] is all ones where appended

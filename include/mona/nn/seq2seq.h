@@ -87,6 +87,12 @@ struct ModelOptions {
   int64_t decoder_embedding_dim = 64;
   int64_t decoder_hidden = 128;
   double dropout = 0.0;                ///< between encoder layers and before the output layer
+  /// The all-ones EOS frame of 003 sec. 2.4 (nn::append_eos_frame): in training, appended
+  /// to the memory after a sequence's last entry with probability p_eos, and </s> is
+  /// trained only on the sequences that received it; in evaluation and decoding (offline,
+  /// the expected alignment, streaming at input_finished()) it is always appended, so
+  /// </s> is expected only once the attention has reached the end of the input. 0: off.
+  double p_eos = 0.0;
   /// soft | monotonic | mocha | matcha | gmm | sagmm | sagmm-tr | sagmm-fixed (make_attention)
   std::string attention = "mocha";
   AttentionOptions attention_options;  ///< query_dim / memory_dim are filled in by the model
@@ -266,11 +272,20 @@ class Seq2Seq : public torch::nn::Module {
   /// (BatchTotals). `tokens` receives the shard's target token count. Throws
   /// mona::ArgumentError on shapes, lengths or options that do not fit, and when `totals`
   /// holds fewer tokens or sequences than this shard.
+  /// With ModelOptions::p_eos > 0, the EOS frame is appended as encode() does, and the
+  /// </s> position of a sequence without it adds nothing to the loss (it still counts in
+  /// the token total, so that shards' losses add up to the batch's).
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
                   const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
                   at::Tensor* weights = nullptr, int64_t* tokens = nullptr,
                   const LengthPenaltyOptions* length_penalty = nullptr,
                   const BatchTotals* totals = nullptr);
+  /// The memory the decoder attends to: Encoder::forward(inputs, lengths) -> (memory
+  /// [B, T', Dh], lengths [B]), with the EOS frame of ModelOptions::p_eos appended (in
+  /// training with probability p_eos, drawn from the decoder's dropout generator, else to
+  /// every sequence; T' grows by one). `appended` receives [B] bool: which sequences got it.
+  std::pair<at::Tensor, at::Tensor> encode(const at::Tensor& inputs, const at::Tensor& lengths,
+                                           at::Tensor* appended = nullptr);
   const ModelOptions& options() const { return options_; }
 
   std::shared_ptr<Encoder> encoder;

@@ -26,7 +26,9 @@
 // capped at the last frame).
 // Symbol models that append </s> (ModelOptions::append_eos) report position n, one past
 // the last of n inputs, for tokens emitted while attending to that end marker. Soft
-// attention emits only after the input is finished.
+// attention emits only after the input is finished. A model trained with 003's EOS frame
+// (ModelOptions::p_eos) gets that frame appended to its memory at input_finished(); a
+// token emitted at it reports the last input position.
 //
 // Audio (models with ModelOptions::input_kind "audio"): accept_waveform() takes samples
 // at any rate, resamples them to the model's rate (audio::StreamResampler), computes the
@@ -159,6 +161,9 @@ class Recognizer {
   // Runs the queued rows of `streams` through the LSTM layers, batched across streams, and
   // extends their memories; finishes the memory of finished streams.
   void encode_pending(const std::vector<Stream*>& streams) const;
+  // Marks the memory of a stream whose input is finished and encoded as finished, after
+  // appending the EOS frame when the model was trained with one (ModelOptions::p_eos).
+  void finish_memory(Stream& stream) const;
   std::shared_ptr<nn::Seq2Seq> model_;
   nn::SearchOptions search_;
   bool audio_ = false;
