@@ -21,7 +21,8 @@ struct Candidate {
 
 // The best `k` (log-probability, token) pairs of a [V] log-prob vector, best first;
 // ties go to the lower token id, as in greedy argmax.
-// `skip`: a token left out (SearchOptions::eos_only_after_input: </s> while input arrives).
+// `skip`: a token left out (SearchOptions::eos_only_after_input / eos_only_at_last_entry:
+// </s> where it may not be chosen).
 std::vector<std::pair<double, int64_t>> top_k(const at::Tensor& log_probs, int64_t k, int64_t skip = -1) {
   const at::Tensor lp = log_probs.to(torch::kDouble).contiguous();
   const double* v = lp.data_ptr<double>();
@@ -79,7 +80,11 @@ const Hypothesis& OnlineSearch::best() const {
                            [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });
 }
 
-bool OnlineSearch::eos_allowed(const OnlineMemory& memory) const {
+bool OnlineSearch::eos_allowed(const OnlineMemory& memory, const DecoderStep& step) const {
+  if (options_.eos_only_at_last_entry) {
+    return memory.finished() && (step.status == core::ScanStatus::kExhausted ||
+                                 step.attention.index >= memory.size() - 1);
+  }
   return !options_.eos_only_after_input || memory.finished();
 }
 
@@ -118,7 +123,7 @@ bool OnlineSearch::advance_greedy(Decoder& decoder, const OnlineMemory& memory) 
     h.state.attention = step.next.attention;  // keep the scan position even when blocked
     if (step.status == core::ScanStatus::kNeedMoreInput) return progress;
     progress = true;
-    const int64_t y = best_token(step.log_probs, eos_allowed(memory) ? -1 : kEos);
+    const int64_t y = best_token(step.log_probs, eos_allowed(memory, step) ? -1 : kEos);
     h.score += step.log_probs[y].item<double>();
     h.state = step.next;
     if (y == kEos) {
@@ -163,7 +168,7 @@ bool OnlineSearch::advance_beam(Decoder& decoder, const OnlineMemory& memory) {
     // 3. Candidates: top `beam` tokens of each, then rank and prune by the margin.
     std::vector<Candidate> cands;
     for (size_t k = 0; k < expandable.size(); ++k) {
-      for (auto& [lp, tok] : top_k(expandable[k].pending->log_probs, options_.beam, eos_allowed(memory) ? -1 : kEos)) {
+      for (auto& [lp, tok] : top_k(expandable[k].pending->log_probs, options_.beam, eos_allowed(memory, *expandable[k].pending) ? -1 : kEos)) {
         cands.push_back({expandable[k].score + lp, k, tok});
       }
     }

@@ -175,6 +175,7 @@ void visit_config(C& c, V& v) {
     v.field("length_ratio", c.decode.length_ratio);
     v.field("length_bonus", c.decode.length_bonus);
     v.field("eos_only_after_input", c.decode.eos_only_after_input);
+    v.field("eos_only_at_last_entry", c.decode.eos_only_at_last_entry);
     v.renamed("threshold", "prune_margin");
   });
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 
+#include "mona/data/tokens.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
 #include "util/tiny_task.h"
@@ -208,6 +209,56 @@ TEST(Recognizer, EosFrameIsAppendedWhenTheInputFinishes) {
       }
     }
   }
+}
+
+// SearchOptions::eos_only_at_last_entry (003's long-form rule): </s> only from a step that
+// attended the memory's last entry or scanned past it. An untrained MoChA model whose output layer favours
+// </s> ends at its first step without the rule; with it, every hypothesis that ends by
+// </s> does so with its attention on the last entry (the EOS frame) or past it, greedy and
+// beam. Measured: 40 of 40 searches end early without the rule, 16 end by </s> with it, on
+// the default, the second OpenBLAS with baseline core and the x86-64-v3 kernels alike.
+TEST(Recognizer, EosOnlyAtLastEntryWaitsForTheAttentionToReachIt) {
+  torch::manual_seed(3);
+  ModelOptions o = tiny_monotonic_options("mocha");
+  o.attention_options.init_r = 0.0;
+  o.p_eos = 1.0;
+  auto model = std::make_shared<nn::Seq2Seq>(o);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  model->named_parameters()["decoder.output.bias"][data::kEos] += 3.0;
+  std::mt19937_64 gen(9);
+  int early_without = 0, ended_with = 0;
+  for (int k = 0; k < 20; ++k) {
+    const auto x = tiny_task_input(gen, true);
+    auto [memory, lens] = model->encode(torch::tensor(x, torch::kLong).unsqueeze(0),
+                                        torch::full({1}, static_cast<int64_t>(x.size()), torch::kLong));
+    nn::OnlineMemory m;
+    model->decoder->attention->extend(m, memory[0].narrow(0, 0, lens[0].item<int64_t>()));
+    m.finish();
+    for (int64_t beam : {0, 3}) {
+      for (bool rule : {false, true}) {
+        nn::SearchOptions so;
+        so.beam = beam;
+        so.eos_only_at_last_entry = rule;
+        nn::OnlineSearch search(so);
+        search.reset(*model->decoder);
+        while (search.advance(*model->decoder, m)) {
+        }
+        const nn::Hypothesis& best = search.best();
+        const bool at_last = best.state.attention.exhausted || best.state.attention.t == m.size() - 1;
+        if (!rule) early_without += best.ended_by_eos && !at_last;
+        if (rule && best.ended_by_eos) {
+          ++ended_with;
+          EXPECT_TRUE(at_last) << "beam " << beam << ": </s> with the attention on entry "
+                               << best.state.attention.t << " of " << m.size();
+        }
+      }
+    }
+  }
+  std::printf("[   info   ] of 40 searches: %d ended by </s> early without the rule, %d by </s> with it\n",
+              early_without, ended_with);
+  EXPECT_GT(early_without, 0);  // the rule had something to stop
+  EXPECT_GT(ended_with, 0);     // and </s> still ends hypotheses, at the EOS frame
 }
 
 TEST(Recognizer, FeatureInputStreamsExactlyAsOffline) {

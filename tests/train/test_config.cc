@@ -72,7 +72,8 @@ train:
   spec_augment: {num_freq_masks: 3, max_freq_mask_bins: 5, num_time_masks: 4, max_time_mask_frames: 6, max_time_mask_fraction: 0.5}
   optimizer: {learning_rate: 0.5, beta1: 0.5, beta2: 0.75, eps: 0.001, clip_norm: 2, weight_decay: 0.125, decay_every: 10, decay_factor: 0.25}
   smoothing: {uniform: 0.125, localized: [0.5, 1, 1, 0.5]}
-decode: {beam: 3, prune_margin: 1.5, length_ratio: 2.5, length_bonus: 4, eos_only_after_input: true}
+decode: {beam: 3, prune_margin: 1.5, length_ratio: 2.5, length_bonus: 4, eos_only_after_input: true,
+         eos_only_at_last_entry: true}
 )";
 
 // Dotted names of the leaves of a YAML mapping.
@@ -105,6 +106,7 @@ TEST(Config, EveryKeyIsReadIntoItsFieldAndWrittenBack) {
   EXPECT_EQ(c.train.smoothing.localized, (std::vector<double>{0.5, 1, 1, 0.5}));
   EXPECT_EQ(c.decode.prune_margin, 1.5);
   EXPECT_EQ(c.decode.length_bonus, 4);
+  EXPECT_TRUE(c.decode.eos_only_at_last_entry);
   EXPECT_EQ(c.model.features.frame_shift_ms, 12.5);
   EXPECT_EQ(c.model.features.window, "hamming");
   EXPECT_EQ(c.model.features.snip_edges, false);

@@ -36,6 +36,12 @@ struct SearchOptions {
   /// is finished </s> is allowed again. Off by default (a model trained on utterances
   /// ends each one with </s>). Online search only.
   bool eos_only_after_input = false;
+  /// 003's long-form rule (sec. 4.4): </s> only from a step whose attention reached the
+  /// memory's last entry (HardStepOutput::index; the window's end for the GMM family), or
+  /// scanned past it (kExhausted), of a finished input: with ModelOptions::p_eos, the EOS
+  /// frame. Implies eos_only_after_input.
+  /// Off by default. Online search only.
+  bool eos_only_at_last_entry = false;
   void validate() const;
 };
 
@@ -74,7 +80,7 @@ class OnlineSearch {
   bool advance_greedy(Decoder& decoder, const OnlineMemory& memory);
   bool advance_beam(Decoder& decoder, const OnlineMemory& memory);
   int64_t limit(const OnlineMemory& memory) const;
-  bool eos_allowed(const OnlineMemory& memory) const;
+  bool eos_allowed(const OnlineMemory& memory, const DecoderStep& step) const;
   SearchOptions options_;
   std::vector<Hypothesis> live_, finished_;
   bool done_ = false;
