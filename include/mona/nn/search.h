@@ -36,11 +36,11 @@ struct SearchOptions {
   /// is finished </s> is allowed again. Off by default (a model trained on utterances
   /// ends each one with </s>). Online search only.
   bool eos_only_after_input = false;
-  /// 003's long-form rule (sec. 4.4): </s> only from a step whose attention reached the
-  /// memory's last entry (HardStepOutput::index; the window's end for the GMM family), or
-  /// scanned past it (kExhausted), of a finished input: with ModelOptions::p_eos, the EOS
-  /// frame. Implies eos_only_after_input.
-  /// Off by default. Online search only.
+  /// 003's long-form rule (sec. 4.2, its test-long set): </s> only from a step whose
+  /// attention reached the memory's last entry (HardStepOutput::index; the window's end for
+  /// the GMM family), or scanned past it (kExhausted), of a finished input: with
+  /// ModelOptions::p_eos, the EOS frame. Implies eos_only_after_input. Off by default.
+  /// Online search only.
   bool eos_only_at_last_entry = false;
   void validate() const;
 };
