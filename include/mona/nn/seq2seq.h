@@ -283,7 +283,8 @@ class Seq2Seq : public torch::nn::Module {
   /// The memory the decoder attends to: Encoder::forward(inputs, lengths) -> (memory
   /// [B, T', Dh], lengths [B]), with the EOS frame of ModelOptions::p_eos appended (in
   /// training with probability p_eos, drawn from the decoder's dropout generator, else to
-  /// every sequence; T' grows by one). `appended` receives [B] bool: which sequences got it.
+  /// every sequence; T' grows by one). `appended` receives [B] bool: which sequences got it
+  /// (left untouched when p_eos = 0). Throws what Encoder::forward throws for the inputs.
   std::pair<at::Tensor, at::Tensor> encode(const at::Tensor& inputs, const at::Tensor& lengths,
                                            at::Tensor* appended = nullptr);
   const ModelOptions& options() const { return options_; }
