@@ -16,6 +16,9 @@ core_pkgs=(
   # `cards` recordings of pocketsphinx-testdata (scripts/make-fbank-reference.py, which
   # regenerates their reference values, also needs python3-torchaudio and espeak-ng).
   libsndfile1-dev libsoxr-dev libfftw3-dev pocketsphinx-testdata
+  # mona/audio/synthesis.h (recipes/spoken-commands, its tests): the synthesizers whose
+  # English voices make the spoken-commands corpus, and sox for tempo and pitch.
+  espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts sox
 )
 full_pkgs=(
   # LibTorch (CPU). Without an optimised BLAS, Debian's libtorch falls back to the

@@ -1,0 +1,157 @@
+// label: commands
+// recipes/spoken-commands as a user runs it, on a handful of utterances: the corpus
+// program writes the same files whatever its thread count, keeps a finished set as its
+// cache, holds dev and test speakers out of training, makes the test lengths it is asked
+// for, and lists the real recordings; then `mona train` on the corpus (the loss falls),
+// `mona eval` of a test set and `mona stream --audio` of one of its WAVs.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "mona/audio/audio_file.h"
+#include "mona/io/files.h"
+#include "util/program.h"
+#include "util/temp_dir.h"
+
+namespace mona::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+ProgramRun make_corpus(const std::string& dir, const std::string& more) {
+  return run_program(std::string(MONA_MAKE_SPOKEN_COMMANDS) + " --words " + MONA_SPOKEN_WORDS + " --out-dir " + dir +
+                     " " + more);
+}
+
+std::vector<std::vector<std::string>> rows(const std::string& path) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream in(io::read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::istringstream cells(line);
+    for (std::string c; std::getline(cells, c, '\t');) f.push_back(c);
+    out.push_back(f);
+  }
+  return out;
+}
+
+size_t word_count(const std::string& transcript) {
+  std::istringstream in(transcript);
+  size_t n = 0;
+  for (std::string w; in >> w;) ++n;
+  return n;
+}
+
+const char* kSets = "--train 6 --dev 3 --test 2 --test-lengths 3,12 --long 1 --long-seconds 15";
+
+TEST(SpokenCommands, TheCorpusIsTheSameOnAnyThreadCountAndKeptAsACache) {
+  TempDir d;
+  auto r = make_corpus(d / "a", std::string(kSets) + " --seed 5 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("train           6 utterances"), std::string::npos) << r.output;
+  r = make_corpus(d / "b", std::string(kSets) + " --seed 5 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* set : {"train", "dev", "test-3", "test-12", "test-long"}) {
+    const std::string name = set;
+    const auto a = rows(d / ("a/" + name + ".tsv")), b = rows(d / ("b/" + name + ".tsv"));
+    ASSERT_EQ(a, b) << set;
+    EXPECT_EQ(rows(d / ("a/" + name + ".words.tsv")), rows(d / ("b/" + name + ".words.tsv"))) << set;
+    for (const auto& row : a)
+      EXPECT_EQ(io::read_file(d / ("a/" + row[0])), io::read_file(d / ("b/" + row[0]))) << row[0];
+  }
+  // Run again: every set is the cache, nothing is rewritten.
+  const auto before = fs::last_write_time(d / "a/wav/train/000000.wav");
+  r = make_corpus(d / "a", std::string(kSets) + " --seed 5 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("train      cached"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("test-long  cached"), std::string::npos) << r.output;
+  EXPECT_EQ(fs::last_write_time(d / "a/wav/train/000000.wav"), before);
+  // Another seed is another corpus.
+  r = make_corpus(d / "c", std::string(kSets) + " --seed 6 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(rows(d / "a/train.tsv"), rows(d / "c/train.tsv"));
+}
+
+TEST(SpokenCommands, SetsHaveTheirLengthsAndSpeakersAndTheRealRecordingsAreListed) {
+  TempDir d;
+  const auto r = make_corpus(d.path(), std::string(kSets) + " --seed 7");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::map<std::string, std::string> split_of_speaker;
+  for (const auto& row : rows(d / "voices.tsv")) split_of_speaker[row[1]] = row[2];
+  const std::map<std::string, std::pair<size_t, size_t>> lengths = {
+      {"train", {5, 9}}, {"dev", {5, 9}}, {"test-3", {3, 3}}, {"test-12", {12, 12}}};
+  const std::map<std::string, std::string> split_of_set = {
+      {"train", "train"}, {"dev", "dev"}, {"test-3", "test"}, {"test-12", "test"}, {"test-long", "test"}};
+  for (const auto& [set, split] : split_of_set) {
+    const auto manifest = rows(d / (set + ".tsv")), voices = rows(d / (set + ".voices.tsv"));
+    ASSERT_EQ(manifest.size(), voices.size()) << set;
+    std::map<std::string, size_t> words_listed;
+    for (const auto& w : rows(d / (set + ".words.tsv"))) {
+      ++words_listed[w[0]];
+      EXPECT_LT(std::stod(w[2]), std::stod(w[3])) << set << " " << w[0] << " " << w[1];
+    }
+    for (size_t i = 0; i < manifest.size(); ++i) {
+      const auto& [path, transcript] = std::make_pair(manifest[i][0], manifest[i][1]);
+      EXPECT_EQ(voices[i][0], path);
+      EXPECT_EQ(split_of_speaker.at(voices[i][2]), split) << set << ": " << voices[i][1];
+      EXPECT_EQ(words_listed[path], word_count(transcript)) << path;
+      const auto audio = audio::read_audio(d / path);
+      EXPECT_EQ(audio.sample_rate, 16000);
+      if (set == "test-long") {
+        EXPECT_GE(audio.seconds(), 15.0 * 0.98) << path << " (sox's tempo rounds the length by a few ms)";
+      } else {
+        EXPECT_GE(word_count(transcript), lengths.at(set).first) << path;
+        EXPECT_LE(word_count(transcript), lengths.at(set).second) << path;
+      }
+    }
+  }
+  const auto real = rows(d / "real.tsv");
+  ASSERT_EQ(real.size(), 6u);  // five `cards` and goforward
+  EXPECT_EQ(real.back()[1], "go forward ten meters");
+  EXPECT_NEAR(audio::read_audio(d / "real-goforward.wav").seconds(), 89160 / 2 / 16000.0, 1e-9);
+  EXPECT_EQ(real[4][1], "eight of spades four of clubs seven of hearts");
+}
+
+TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
+  TempDir d;
+  auto r = make_corpus(d / "corpus",
+                       "--seed 3 --train 48 --dev 4 --test 3 --test-lengths 3 --long 0 --train-words 1,2 --no-noise");
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    std::ofstream cfg(d / "smoke.yaml");
+    cfg << "data: {train: " << (d / "corpus/train.tsv") << ", dev: " << (d / "corpus/dev.tsv") << "}\n"
+        << "model: {input_kind: audio, features: {num_mel_bins: 20}, conv_channels: 4, encoder_layers: 2,\n"
+        << "        encoder_hidden: 32, time_reduction_layers: 1, decoder_embedding_dim: 8, decoder_hidden: 32,\n"
+        << "        attention: {type: mocha, monotonic_energy: dot, init_r: -1, chunk_size: 2}}\n"
+        << "train: {output_dir: " << (d / "run") << ", batch_size: 8, max_steps: 60, eval_every: 60, log_every: 5,\n"
+        << "        threads: 1, optimizer: {learning_rate: 0.01}}\n";
+  }
+  r = run_program(std::string(MONA_CLI) + " train " + (d / "smoke.yaml"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<double> losses;
+  std::ifstream log(d / "run/train.jsonl");
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "train") losses.push_back(j["loss"].get<double>());
+  }
+  ASSERT_GE(losses.size(), 10u);
+  // 60 steps learn at least the output's distribution (about 50 words, 1-2 per utterance):
+  // the loss of the last record is below 3/4 of the first's (log(55) ~ 4 at the start).
+  EXPECT_LT(losses.back(), 0.75 * losses.front()) << "first " << losses.front() << " last " << losses.back();
+  r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("token error rate"), std::string::npos) << r.output;  // words: the WER
+  r = run_program(std::string(MONA_CLI) + " stream " + (d / "run/last.ckpt") + " --audio " +
+                  (d / "corpus/wav/test-3/000000.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mona::test
