@@ -4,6 +4,8 @@
 #                   rebuild the torch-free core with ASan+UBSan and run its tests
 #   make build      configure and build (Release) into $(BUILD)
 #   make demo       grapheme-to-phoneme on CMUdict: fetch, train MoChA, evaluate, stream
+#   make demo-speech  spoken commands from Debian's voices: make a corpus, train, WER per
+#                   length, stream a held-out WAV word by word (recipes/spoken-commands)
 #   make python     build the Python extension and make `import mona` work for $(PYTHON)
 #   make bench      build and run the benchmarks (see bench/)
 #   make clean      remove the build trees
@@ -15,7 +17,7 @@ CMAKE_ARGS ?=
 # python3 found first on PATH, e.g. pyenv's, usually has no torch).
 PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build python test test-release test-other-kernels test-sanitize bench demo clean
+.PHONY: all deps configure build python test test-release test-other-kernels test-sanitize bench demo demo-speech clean
 
 all: build
 
@@ -81,6 +83,9 @@ bench: deps
 
 demo:
 	BUILD=$(BUILD) JOBS=$(JOBS) bash scripts/demo.sh
+
+demo-speech:
+	BUILD=$(BUILD) JOBS=$(JOBS) bash scripts/demo-speech.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -330,10 +330,11 @@ std::vector<float> alignment_weights(const TrainedModel& t, const data::Example&
 }
 
 std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input) {
+  std::vector<std::string> labels;
   if (t.takes_audio()) {  // each entry's time, in seconds, every 10th entry
     const int64_t frames = t.input_tensor(input).size(0);
     const int64_t entries = t.model->encoder->output_length(frames);
-    std::vector<std::string> labels(static_cast<size_t>(entries));
+    labels.resize(static_cast<size_t>(entries));
     const double seconds_per_entry = t.model->encoder->subsampling() * t.config.model.features.frame_shift_ms / 1000;
     for (int64_t m = 0; m < entries; m += 10) {
       std::ostringstream label;
@@ -341,10 +342,12 @@ std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<
       label << m * seconds_per_entry << "s";
       labels[static_cast<size_t>(m)] = label.str();
     }
-    return labels;
+  } else {
+    labels = input;
+    if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back(data::kReservedSymbols[data::kEos]);
   }
-  std::vector<std::string> labels = input;
-  if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back(data::kReservedSymbols[data::kEos]);
+  // 003's all-ones EOS frame, which evaluation always appends when p_eos > 0 (Seq2Seq::encode).
+  if (t.config.model.p_eos > 0) labels.push_back("EOS frame");
   return labels;
 }
 

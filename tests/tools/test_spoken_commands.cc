@@ -3,7 +3,8 @@
 // program writes the same files whatever its thread count, keeps a finished set as its
 // cache, holds dev and test speakers out of training, makes the test lengths it is asked
 // for, and lists the real recordings; then `mona train` on the corpus (the loss falls),
-// `mona eval` of a test set and `mona stream --audio` of one of its WAVs.
+// `mona eval` of a test set, `mona stream --audio` of one of its WAVs and `mona plot`, with
+// 003's EOS frame (p_eos) in the model.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -128,7 +129,7 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
     cfg << "data: {train: " << (d / "corpus/train.tsv") << ", dev: " << (d / "corpus/dev.tsv") << "}\n"
         << "model: {input_kind: audio, features: {num_mel_bins: 20}, conv_channels: 4, encoder_layers: 2,\n"
         << "        encoder_hidden: 32, time_reduction_layers: 1, decoder_embedding_dim: 8, decoder_hidden: 32,\n"
-        << "        attention: {type: mocha, monotonic_energy: dot, init_r: -1, chunk_size: 2}}\n"
+        << "        attention: {type: mocha, monotonic_energy: dot, init_r: -1, chunk_size: 2}, p_eos: 0.5}\n"
         << "train: {output_dir: " << (d / "run") << ", batch_size: 8, max_steps: 60, eval_every: 60, log_every: 5,\n"
         << "        threads: 1, optimizer: {learning_rate: 0.01}}\n";
   }
@@ -151,6 +152,13 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
                   (d / "corpus/wav/test-3/000000.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;
+  // The plots (the trainer's at its evaluation, and `mona plot`) label 003's EOS frame too:
+  // one label per memory entry of the alignment.
+  EXPECT_FALSE(fs::is_empty(d / "run/plots")) << "no plot written by the trainer";
+  r = run_program(std::string(MONA_CLI) + " plot " + (d / "run/last.ckpt") + " " + (d / "corpus/wav/test-3/000000.wav") +
+                  " -o " + (d / "a.png"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(fs::file_size(d / "a.png"), 1000u);
 }
 
 }  // namespace

@@ -138,11 +138,12 @@ nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const at::T
                                               const nn::SearchOptions& search);
 
 /// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is
-/// the memory length (T + 1 when the model appends </s>).
+/// the memory length (T + 1 when the model appends </s>, one more with p_eos > 0).
 std::vector<float> alignment_weights(const TrainedModel& t, const data::Example& example);
 
-/// Labels of the memory entries of an input, for plots: its tokens, plus "</s>" when the
-/// model appends it.
+/// Labels of the memory entries of an input, for plots: its tokens (audio: the time of every
+/// 10th entry), plus "</s>" when the model appends it and "EOS frame" for 003's frame
+/// (ModelOptions::p_eos > 0), so that there is one label per column of alignment_weights.
 std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input);
 
 /// Outcome of a run.
