@@ -65,7 +65,7 @@ test-other-kernels: build
 	  echo "test-other-kernels: OPENBLAS_CORETYPE=$$second MONA_KERNEL_TARGET=baseline" && \
 	  cd $(BUILD) && OPENBLAS_CORETYPE=$$second MONA_KERNEL_TARGET=baseline \
 	  GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F \
-	  ctest --output-on-failure -j$(JOBS) -LE 'baseline|v3|install|guards|learning'
+	  ctest --output-on-failure -j$(JOBS) -LE 'baseline|v3|install|guards|learning|commands'
 
 test-sanitize: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMONA_SANITIZE=ON -DMONA_WITH_TORCH=OFF
