@@ -1,6 +1,7 @@
 // mona-make-spoken-commands: a spoken-commands corpus in 003's protocol (papers/003, sec.
-// 4.1 and 4.4), synthesized with every English voice of espeak-ng, flite and festival
-// (mona/audio/synthesis.h), plus the real recordings of Debian's pocketsphinx-testdata.
+// 4.1, and a test-long set like that of sec. 4.2), synthesized with every English voice of
+// espeak-ng, flite and festival (mona/audio/synthesis.h), plus the real recordings of
+// Debian's pocketsphinx-testdata.
 //
 //   mona-make-spoken-commands --words recipes/spoken-commands/words.txt --out-dir DIR
 //       [--seed N] [--train N] [--dev N] [--test N] [--test-lengths 3,7,10,15,20]
