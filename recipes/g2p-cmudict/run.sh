@@ -10,6 +10,7 @@
 # split, to bound the time), and with greedy decoding over the soft expected alignment
 # (the hard-vs-expected gap); words/s of greedy and beam decoding; training minutes/steps.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/two-at-a-time.sh"
 BUILD=${BUILD:-build}
 mona="$BUILD/bin/mona"
 test_tsv=data/cache/g2p-cmudict/test.tsv
@@ -28,16 +29,8 @@ eval_one() {
   "$mona" eval "$ckpt" "$test_tsv" --beam 0 --expected --json > "runs/g2p/$name.expected.json"
 }
 mkdir -p runs/g2p
-for ((k = 0; k < ${#configs[@]}; k += 2)); do
-  train_one "${configs[k]}" &
-  [[ $((k + 1)) -lt ${#configs[@]} ]] && train_one "${configs[k + 1]}" &
-  wait
-done
-for ((k = 0; k < ${#configs[@]}; k += 2)); do
-  eval_one "${configs[k]}" &
-  [[ $((k + 1)) -lt ${#configs[@]} ]] && eval_one "${configs[k + 1]}" &
-  wait
-done
+two_at_a_time train_one "${configs[@]}"
+two_at_a_time eval_one "${configs[@]}"
 
 field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1"; }
 printf '| config | test PER | test WER | PER beam 8 | WER beam 8 | PER expected | WER expected | words/s greedy | words/s beam 8 | training |\n'

@@ -8,6 +8,7 @@
 #
 # Environment: BUILD (default build), CORPUS_ARGS (extra mona-make-spoken-commands flags).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/two-at-a-time.sh"
 BUILD=${BUILD:-build}
 mona="$BUILD/bin/mona"
 data=data/cache/spoken-commands
@@ -33,16 +34,8 @@ eval_one() {
   done
 }
 mkdir -p "$out"
-for ((k = 0; k < ${#configs[@]}; k += 2)); do
-  train_one "${configs[k]}" &
-  [[ $((k + 1)) -lt ${#configs[@]} ]] && train_one "${configs[k + 1]}" &
-  wait
-done
-for ((k = 0; k < ${#configs[@]}; k += 2)); do
-  eval_one "${configs[k]}" &
-  [[ $((k + 1)) -lt ${#configs[@]} ]] && eval_one "${configs[k + 1]}" &
-  wait
-done
+two_at_a_time train_one "${configs[@]}"
+two_at_a_time eval_one "${configs[@]}"
 
 wer() { sed -n 's/.*"token_error_rate": \([0-9.eE+-]*\).*/\1/p' "$1" | awk '{ printf "%.2f", 100 * $1 }'; }
 printf '| model | decoding |'
