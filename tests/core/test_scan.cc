@@ -1,11 +1,13 @@
 // label: core
 // Hard monotonic scan (mona/core/scan.h): threshold and sampling decisions, online
-// resumption, linear cost, the energy-domain threshold scan, errors.
+// resumption, linear cost, the energy-domain threshold scan, the online step's dot product
+// and its dot-product scan, errors.
 #include "mona/core/scan.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "util/test_util.h"
@@ -216,6 +218,67 @@ TEST(ThresholdScan, Errors) {
                "threshold_scan: start must be >= 0, got -1");
   expect_error([&] { core::threshold_scan(4, 3, true, zero, half); },
                "threshold_scan: start (4) must not exceed available (3)");
+}
+
+// The online step's dot product against a long-double sum, for every length from 1 to 300
+// (every tail past the vector loop, on every kernel target the tests run under) and at
+// offsets that leave the rows unaligned. Any order of summing n products of n-bit-rounded
+// terms is within n * eps * sum |a_k b_k| of the exact sum (Higham, Accuracy and Stability
+// of Numerical Algorithms, eq. 3.5), so that is the bound; a lost or doubled lane or tail
+// element is off by about |a_k b_k| ~ 1/3, far beyond it.
+template <class T>
+void expect_dot_near_reference() {
+  Random rnd(29);
+  std::vector<T> a(305), b(305);
+  for (auto& x : a) x = static_cast<T>(rnd.uniform(-1, 1));
+  for (auto& x : b) x = static_cast<T>(rnd.uniform(-1, 1));
+  for (int64_t n = 1; n <= 300; ++n) {
+    for (int64_t offset : {0, 1, 3}) {
+      const T* pa = a.data() + offset;
+      const T* pb = b.data() + (offset + 2) % 5;
+      long double exact = 0, magnitude = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        exact += static_cast<long double>(pa[k]) * pb[k];
+        magnitude += std::fabs(static_cast<long double>(pa[k]) * pb[k]);
+      }
+      const double bound = static_cast<double>(n) * std::numeric_limits<T>::epsilon() * static_cast<double>(magnitude);
+      ASSERT_NEAR(static_cast<double>(core::dot(pa, pb, n)), static_cast<double>(exact), bound)
+          << "n " << n << " offset " << offset;
+    }
+  }
+}
+
+TEST(Dot, EqualsLongDoubleSumWithinRounding) {
+  expect_dot_near_reference<float>();
+  expect_dot_near_reference<double>();
+}
+
+// dot_threshold_scan decides exactly as threshold_scan does over energies scale * dot +
+// offset computed by core::dot (the same routine, so the energies are equal bit for bit).
+TEST(DotThresholdScan, EqualsThresholdScanOverDotEnergies) {
+  Random rnd(31);
+  const core::EnergyThreshold rule(0.3);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int64_t dim = rnd.integer(1, 70), T = rnd.integer(1, 12);
+    std::vector<float> query(static_cast<size_t>(dim)), keys(static_cast<size_t>(dim * T));
+    for (auto& x : query) x = static_cast<float>(rnd.uniform(-1, 1));
+    for (auto& x : keys) x = static_cast<float>(rnd.uniform(-1, 1));
+    const double scale = rnd.uniform(0.1, 2), offset = rnd.normal(0, 1);
+    const int64_t start = rnd.integer(0, T);
+    const bool finished = rnd.integer(0, 1) == 1;
+    const auto a = core::dot_threshold_scan(query.data(), keys.data() + start * dim, dim, start, T, finished, scale,
+                                            offset, rule);
+    const auto b = core::threshold_scan(
+        start, T, finished,
+        [&](int64_t j) { return scale * static_cast<double>(core::dot(query.data(), keys.data() + j * dim, dim)) + offset; },
+        rule);
+    ASSERT_EQ(a.status, b.status) << "trial " << trial;
+    ASSERT_EQ(a.index, b.index) << "trial " << trial;
+    ASSERT_EQ(a.inspected, b.inspected) << "trial " << trial;
+  }
+  const float q = 1;
+  expect_error([&] { core::dot_threshold_scan(&q, &q, 0, 0, 1, true, 1.0, 0.0, rule); },
+               "dot_threshold_scan: dim must be >= 1, got 0");
 }
 
 }  // namespace
