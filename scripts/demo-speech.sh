@@ -43,12 +43,15 @@ printf '%s\n' "$train_out"
 ckpt="$RUN_DIR/best.ckpt"
 
 step "test WER per utterance length (greedy, hard online decoding)"
-printf '| set | utterances | WER | sentences wrong |\n| --- | --- | --- | --- |\n'
+printf '| set | utterances | WER | sentences wrong | emission delay after the word, mean / p90 |\n| --- | --- | --- | --- | --- |\n'
 for set in test-3 test-7 test-10 test-15 test-20 real; do
   json=$("$mona" eval "$ckpt" "$data/$set.tsv" --beam 0 --json)
   field() { printf '%s' "$json" | sed -n "s/.*\"$1\": \([0-9.eE+-]*\).*/\1/p"; }
+  # real.tsv has no word times (<set>.words.tsv): no delay
   awk -v s="$set" -v n="$(field inputs)" -v w="$(field token_error_rate)" -v e="$(field sequence_error_rate)" \
-    'BEGIN { printf "| %s | %d | %.2f%% | %.1f%% |\n", s, n, 100 * w, 100 * e }'
+    -v dm="$(field word_delay_ms_mean)" -v dp="$(field word_delay_ms_p90)" \
+    'BEGIN { d = dm == "" ? "-" : sprintf("%.0f / %.0f ms", dm, dp)
+             printf "| %s | %d | %.2f%% | %.1f%% | %s |\n", s, n, 100 * w, 100 * e, d }'
 done
 
 step "streaming a held-out 20-word utterance (10 ms chunks)"

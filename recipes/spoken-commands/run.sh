@@ -50,3 +50,22 @@ for name in "${configs[@]}"; do
     printf '\n'
   done
 done
+
+# Streaming latency of greedy online decoding: the emission delay after each recognised
+# word's end in the audio (mona eval reads <set>.words.tsv beside the manifest), mean / 90th
+# percentile in ms.
+field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" | awk '{ printf "%.0f", $1 }'; }
+printf '\n| model | emission delay (ms, mean / p90) |'
+for set in "${sets[@]}"; do printf ' %s |' "$set"; done
+printf '\n| --- | --- |'
+for set in "${sets[@]}"; do printf ' --- |'; done
+printf '\n'
+for name in "${configs[@]}"; do
+  printf '| %s | greedy |' "$name"
+  for set in "${sets[@]}"; do
+    f="$out/$name.$set.greedy.json" mean="" p90=""
+    mean=$(field "$f" word_delay_ms_mean) p90=$(field "$f" word_delay_ms_p90)
+    printf ' %s / %s |' "${mean:--}" "${p90:--}"  # real.tsv has no word times
+  done
+  printf '\n'
+done

@@ -2,6 +2,8 @@
 #include "mona/data/manifest.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "mona/core/error.h"
@@ -9,6 +11,15 @@
 #include "text.h"
 
 namespace mona::data {
+
+namespace {
+
+std::filesystem::path resolve(const std::string& relative, const std::string& base_dir) {
+  namespace fs = std::filesystem;
+  return (fs::path(relative).is_absolute() ? fs::path(relative) : fs::path(base_dir) / relative).lexically_normal();
+}
+
+}  // namespace
 
 std::vector<Example> parse_manifest(const std::string& text, const std::string& base_dir,
                                     const std::string& source_name) {
@@ -24,10 +35,10 @@ std::vector<Example> parse_manifest(const std::string& text, const std::string& 
     Example ex;
     ex.output = tokenize(line.substr(tab + 1));
     detail::check_data(!ex.output.empty(), where, "empty transcript (no tokens after the TAB)");
-    const fs::path audio = fs::path(relative).is_absolute() ? fs::path(relative) : fs::path(base_dir) / relative;
+    const fs::path audio = resolve(relative, base_dir);
     detail::check_data(fs::is_regular_file(audio), where, "audio file ", relative, " (", audio.string(),
                        ") does not exist");
-    ex.input = {audio.lexically_normal().string()};
+    ex.input = {audio.string()};
     examples.push_back(std::move(ex));
   });
   return examples;
@@ -36,6 +47,46 @@ std::vector<Example> parse_manifest(const std::string& text, const std::string& 
 std::vector<Example> read_manifest(const std::string& path) {
   const std::string base = std::filesystem::path(path).parent_path().string();
   return parse_manifest(io::read_file(path), base.empty() ? "." : base, path);
+}
+
+WordTimes parse_word_times(const std::string& text, const std::string& base_dir, const std::string& source_name) {
+  WordTimes times;
+  for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
+    const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
+    std::vector<std::string> fields;
+    for (size_t begin = 0;;) {
+      const size_t tab = line.find('\t', begin);
+      fields.push_back(line.substr(begin, tab == std::string::npos ? std::string::npos : tab - begin));
+      if (tab == std::string::npos) break;
+      begin = tab + 1;
+    }
+    detail::check_data(fields.size() == 4, where, "expected 4 TAB-separated fields (audio path, word, start s, end s), found ",
+                       fields.size());
+    detail::check_data(!fields[0].empty() && !fields[1].empty(), where, "empty audio path or word");
+    auto seconds = [&](const std::string& field, const char* what) {
+      char* end = nullptr;
+      const double v = std::strtod(field.c_str(), &end);
+      detail::check_data(!field.empty() && *end == '\0' && std::isfinite(v) && v >= 0, where, what,
+                         ": expected seconds >= 0, got \"", field, "\"");
+      return v;
+    };
+    WordTime w{fields[1], seconds(fields[2], "start"), seconds(fields[3], "end")};
+    detail::check_data(w.end >= w.start, where, "end ", w.end, " s is before start ", w.start, " s");
+    times[resolve(fields[0], base_dir).string()].push_back(std::move(w));
+  });
+  return times;
+}
+
+WordTimes read_word_times(const std::string& path) {
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return parse_word_times(io::read_file(path), base.empty() ? "." : base, path);
+}
+
+std::string word_times_path(const std::string& manifest_path) {
+  std::filesystem::path p(manifest_path);
+  if (p.extension() != ".tsv") return "";
+  p.replace_extension(".words.tsv");
+  return std::filesystem::is_regular_file(p) ? p.string() : "";
 }
 
 }  // namespace mona::data

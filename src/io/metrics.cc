@@ -119,4 +119,67 @@ LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length) {
   return c;
 }
 
+std::vector<std::pair<size_t, size_t>> matched_tokens(const std::vector<std::string>& hypothesis,
+                                                      const std::vector<std::string>& reference) {
+  const size_t n = hypothesis.size(), m = reference.size();
+  // D[i][j]: edit distance of the first i hypothesis and first j reference tokens.
+  std::vector<int64_t> d((n + 1) * (m + 1));
+  auto at = [&](size_t i, size_t j) -> int64_t& { return d[i * (m + 1) + j]; };
+  for (size_t i = 0; i <= n; ++i) at(i, 0) = static_cast<int64_t>(i);
+  for (size_t j = 0; j <= m; ++j) at(0, j) = static_cast<int64_t>(j);
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      at(i, j) = std::min({at(i - 1, j) + 1, at(i, j - 1) + 1,
+                           at(i - 1, j - 1) + (hypothesis[i - 1] == reference[j - 1] ? 0 : 1)});
+    }
+  }
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (size_t i = n, j = m; i > 0 || j > 0;) {
+    if (i > 0 && j > 0 && hypothesis[i - 1] == reference[j - 1] && at(i, j) == at(i - 1, j - 1)) {
+      pairs.emplace_back(--i, --j);
+    } else if (i > 0 && j > 0 && at(i, j) == at(i - 1, j - 1) + 1) {
+      --i, --j;
+    } else if (i > 0 && at(i, j) == at(i - 1, j) + 1) {
+      --i;
+    } else {
+      --j;
+    }
+  }
+  std::reverse(pairs.begin(), pairs.end());
+  return pairs;
+}
+
+void EmissionDelays::add(const EmissionDelays& other) { ms.insert(ms.end(), other.ms.begin(), other.ms.end()); }
+
+double EmissionDelays::mean() const {
+  if (ms.empty()) return 0;
+  double sum = 0;
+  for (double v : ms) sum += v;
+  return sum / static_cast<double>(ms.size());
+}
+
+double EmissionDelays::quantile(double q) const {
+  detail::check(q >= 0 && q <= 1, "EmissionDelays::quantile: q must lie in [0, 1], got ", q);
+  if (ms.empty()) return 0;
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const size_t below = static_cast<size_t>(position);
+  if (below + 1 >= sorted.size()) return sorted.back();
+  return sorted[below] + (position - static_cast<double>(below)) * (sorted[below + 1] - sorted[below]);
+}
+
+EmissionDelays emission_delays(const std::vector<std::string>& hypothesis, const std::vector<double>& emitted_ms,
+                               const std::vector<std::string>& reference,
+                               const std::vector<double>& reference_end_ms) {
+  detail::check(emitted_ms.size() == hypothesis.size(), "emission_delays: emitted_ms: expected one time per hypothesis word (",
+                hypothesis.size(), "), got ", emitted_ms.size());
+  detail::check(reference_end_ms.size() == reference.size(),
+                "emission_delays: reference_end_ms: expected one time per reference word (", reference.size(), "), got ",
+                reference_end_ms.size());
+  EmissionDelays delays;
+  for (const auto& [i, j] : matched_tokens(hypothesis, reference)) delays.ms.push_back(emitted_ms[i] - reference_end_ms[j]);
+  return delays;
+}
+
 }  // namespace mona::io

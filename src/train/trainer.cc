@@ -274,9 +274,33 @@ nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const at::T
   return nn::decode_expected(*t.model->decoder, m, search);
 }
 
+namespace {
+
+// EvalResult::word_delays of one decoded audio input (see there).
+io::EmissionDelays word_delays(const TrainedModel& t, const data::ReferenceSet& set, const std::vector<int64_t>& tokens,
+                               const std::vector<int64_t>& inputs_read, const data::WordTimes& word_times) {
+  const std::string& audio = set.input.at(0);
+  const auto found = word_times.find(audio);
+  detail::check_data(found != word_times.end(), "word times: no words listed for ", audio);
+  std::vector<std::string> words;
+  std::vector<double> ends_ms;
+  for (const data::WordTime& w : found->second) {
+    words.push_back(w.word);
+    ends_ms.push_back(1000 * w.end);
+  }
+  detail::check_data(words == set.references.at(0), "word times: the words listed for ", audio,
+                     " are not its transcript (", words.size(), " words against ", set.references.at(0).size(), ")");
+  const audio::FbankOptions& f = t.config.model.features;
+  std::vector<double> emitted_ms;
+  for (int64_t g : inputs_read) emitted_ms.push_back(static_cast<double>(g - 1) * f.frame_shift_ms + f.frame_length_ms);
+  return io::emission_delays(t.output_vocab.decode(tokens), emitted_ms, words, ends_ms);
+}
+
+}  // namespace
+
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention, int64_t limit,
-                    const EvalProgress& progress) {
+                    const EvalProgress& progress, const data::WordTimes* word_times) {
   detail::check(!sets.empty(), "evaluate: sets: expected at least one input to decode, got none");
   detail::check(limit >= 0, "evaluate: limit: expected >= 0 (0: all), got ", limit);
   torch::NoGradGuard no_grad;
@@ -305,6 +329,7 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
       const auto streamed = stream::recognize_incrementally(recognizer, x);
       out = streamed.result.tokens;
       if (length > 0) r.latency.add(io::latency(streamed.inputs_read, length));
+      if (word_times != nullptr && t.takes_audio()) r.word_delays.add(word_delays(t, sets[k], out, streamed.inputs_read, *word_times));
     } else {
       out = recognizer.recognize(x).tokens;
     }

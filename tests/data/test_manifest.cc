@@ -1,5 +1,6 @@
 // Speech manifests (mona/data/manifest.h): paths resolved against the manifest's directory,
-// spaces kept, blank lines and CRLF handled, every malformed line refused naming file:line.
+// spaces kept, blank lines and CRLF handled, every malformed line refused naming file:line;
+// word times beside a manifest, read and refused the same way.
 #include "mona/data/manifest.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,39 @@ TEST(Manifest, MalformedLinesAreRefusedNamingFileAndLine) {
   expect_error([&] { parse("\n\nmissing.wav\tyes\n"); },
                "m.tsv:3: audio file missing.wav (" + (dir / "missing.wav") + ") does not exist");
   EXPECT_THROW(parse("missing.wav\tyes\n"), DataError);
+  EXPECT_TRUE(parse("").empty());
+}
+
+TEST(WordTimes, ReadByResolvedPathInTranscriptOrder) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "wav");
+  std::ofstream(dir / "m.tsv") << "wav/a.wav\tgo left\n";
+  std::ofstream(dir / "m.words.tsv") << "wav/a.wav\tgo\t0.088\t0.740\r\n\nwav/a.wav\tleft\t0.951\t1.420\n"
+                                        "wav/../b.wav\tno\t0\t0.5\n";
+  EXPECT_EQ(data::word_times_path(dir / "m.tsv"), dir / "m.words.tsv");
+  EXPECT_EQ(data::word_times_path(dir / "other.tsv"), "");
+  const data::WordTimes t = data::read_word_times(dir / "m.words.tsv");
+  ASSERT_EQ(t.size(), 2u);
+  const auto& a = t.at(dir / "wav/a.wav");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].word, "go");
+  EXPECT_DOUBLE_EQ(a[0].start, 0.088);
+  EXPECT_DOUBLE_EQ(a[0].end, 0.740);
+  EXPECT_EQ(a[1].word, "left");
+  EXPECT_DOUBLE_EQ(a[1].end, 1.420);
+  EXPECT_EQ(t.at(dir / "b.wav")[0].word, "no");  // the path as read_manifest resolves it
+}
+
+TEST(WordTimes, MalformedLinesAreRefusedNamingFileAndLine) {
+  auto parse = [](const std::string& text) { return data::parse_word_times(text, "/d", "w.tsv"); };
+  expect_error([&] { parse("a.wav\tgo\t0\t1\na.wav\tgo\t1\n"); },
+               "w.tsv:2: expected 4 TAB-separated fields (audio path, word, start s, end s), found 3");
+  expect_error([&] { parse("a.wav\t\t0\t1\n"); }, "w.tsv:1: empty audio path or word");
+  expect_error([&] { parse("a.wav\tgo\tsoon\t1\n"); }, "w.tsv:1: start: expected seconds >= 0, got \"soon\"");
+  expect_error([&] { parse("a.wav\tgo\t0\t-1\n"); }, "w.tsv:1: end: expected seconds >= 0, got \"-1\"");
+  expect_error([&] { parse("a.wav\tgo\t0\tnan\n"); }, "w.tsv:1: end: expected seconds >= 0, got \"nan\"");
+  expect_error([&] { parse("a.wav\tgo\t2\t1\n"); }, "w.tsv:1: end 1 s is before start 2 s");
+  EXPECT_THROW(parse("a.wav\tgo\t2\t1\n"), DataError);
   EXPECT_TRUE(parse("").empty());
 }
 

@@ -185,3 +185,71 @@ TEST(Latency, BadArgumentsAreNamed) {
   EXPECT_NE(message([] { mona::io::latency({3, 2}, 4); }).find("read[1]: expected >= read[0] = 3"),
             std::string::npos);
 }
+
+TEST(MatchedTokens, HandCountedExample) {
+  using Pairs = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(mona::io::matched_tokens({"go", "left", "seven"}, {"go", "right", "seven"}), (Pairs{{0, 0}, {2, 2}}));
+  EXPECT_EQ(mona::io::matched_tokens({"go", "seven"}, {"go", "right", "seven"}), (Pairs{{0, 0}, {1, 2}}));
+  EXPECT_EQ(mona::io::matched_tokens({}, {"go"}), Pairs{});
+}
+
+// The matched pairs are those of a minimum-edit-distance alignment: increasing in both
+// sequences, equal tokens, and the cheapest alignment that keeps exactly those matches
+// (every stretch between consecutive matches costs the longer of its two sides)
+// costs the edit distance, computed here independently by the exponential recursion.
+TEST(MatchedTokens, AreTheMatchesOfAnOptimalAlignment) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    const Tokens h = random_tokens(rng, 7, 3), r = random_tokens(rng, 7, 3);
+    const auto pairs = mona::io::matched_tokens(h, r);
+    int64_t cost = 0;
+    size_t next_h = 0, next_r = 0;
+    for (const auto& [i, j] : pairs) {
+      ASSERT_TRUE(i >= next_h && j >= next_r) << "trial " << trial;
+      ASSERT_EQ(h[i], r[j]) << "trial " << trial;
+      cost += static_cast<int64_t>(std::max(i - next_h, j - next_r));
+      next_h = i + 1;
+      next_r = j + 1;
+    }
+    cost += static_cast<int64_t>(std::max(h.size() - next_h, r.size() - next_r));
+    ASSERT_EQ(cost, brute_distance(h, 0, r, 0)) << "trial " << trial;
+  }
+}
+
+TEST(EmissionDelays, HandCountedUtteranceAndCorpus) {
+  // "left" was recognised as nothing that matches; "go" and "seven" count.
+  const auto d = mona::io::emission_delays({"go", "left", "seven"}, {500, 900, 1500}, {"go", "right", "seven"},
+                                           {450, 1000, 1400});
+  EXPECT_EQ(d.ms, (std::vector<double>{50, 100}));
+  mona::io::EmissionDelays corpus;
+  corpus.add(d);
+  corpus.add(mona::io::emission_delays({"no"}, {300}, {"no"}, {340}));  // emitted before the word's end
+  EXPECT_EQ(corpus.ms, (std::vector<double>{50, 100, -40}));
+  EXPECT_DOUBLE_EQ(corpus.mean(), 110.0 / 3);
+  // Sorted -40, 50, 100: position q * 2.
+  EXPECT_DOUBLE_EQ(corpus.quantile(0), -40);
+  EXPECT_DOUBLE_EQ(corpus.quantile(0.5), 50);
+  EXPECT_DOUBLE_EQ(corpus.quantile(0.9), 50 + 0.8 * 50);
+  EXPECT_DOUBLE_EQ(corpus.quantile(1), 100);
+  EXPECT_EQ(mona::io::EmissionDelays{}.quantile(0.9), 0.0);
+  EXPECT_EQ(mona::io::EmissionDelays{}.mean(), 0.0);
+}
+
+TEST(EmissionDelays, BadArgumentsAreNamed) {
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const mona::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { mona::io::emission_delays({"a", "b"}, {1}, {"a"}, {1}); })
+                .find("emitted_ms: expected one time per hypothesis word (2), got 1"),
+            std::string::npos);
+  EXPECT_NE(message([] { mona::io::emission_delays({"a"}, {1}, {"a"}, {}); })
+                .find("reference_end_ms: expected one time per reference word (1), got 0"),
+            std::string::npos);
+  EXPECT_NE(message([] { mona::io::EmissionDelays{}.quantile(1.5); }).find("q must lie in [0, 1], got 1.5"),
+            std::string::npos);
+}

@@ -148,7 +148,19 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
   r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("token error rate"), std::string::npos) << r.output;  // words: the WER
+  // test-3.words.tsv lies beside the manifest: the emission delay after each recognised word
+  // (io::emission_delays), over at most the set's 3 * 3 reference words (greedy: the latency is measured for it).
+  r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") + " --beam 0 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto result = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  ASSERT_TRUE(result.contains("word_delay_words")) << r.output;
+  EXPECT_LE(result["word_delay_words"].get<int64_t>(), 3 * 3) << r.output;
   r = run_program(std::string(MONA_CLI) + " stream " + (d / "run/last.ckpt") + " --audio " +
+                  (d / "corpus/wav/test-3/000000.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;
+  // --long-form on a model with 003's EOS frame (decode.eos_only_at_last_entry, search tests).
+  r = run_program(std::string(MONA_CLI) + " stream " + (d / "run/last.ckpt") + " --long-form --audio " +
                   (d / "corpus/wav/test-3/000000.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;

@@ -261,7 +261,7 @@ struct EvalArgs {
 };
 
 CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
-  auto* cmd = app.add_subcommand("eval", "decode a TSV file (audio models: a manifest) and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging)");
+  auto* cmd = app.add_subcommand("eval", "decode a TSV file (audio models: a manifest) and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging; for a manifest X.tsv with word times X.words.tsv beside it, the emission delay after each word's end in ms)");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("DATA", a.data_path, "TSV file: input tokens <TAB> output tokens; for an audio model a manifest: audio path <TAB> transcript")->required()->check(CLI::ExistingFile);
   cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
@@ -280,9 +280,12 @@ int run_eval(const EvalArgs& a) {
   mona::train::EvalProgress shown;  // on stderr: stdout holds the result
   shown.out = &std::cerr;
   shown.is_tty = mona::io::Progress::stderr_is_tty();
-  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown);
   // latency is measured for greedy online decoding only (see EvalResult::latency)
   const bool greedy_online = !a.expected && search.beam == 0;
+  // Word times (mona/data/manifest.h) beside an audio manifest: the emission delay after each word.
+  const std::string times_path = t.takes_audio() && greedy_online ? mona::data::word_times_path(a.data_path) : "";
+  const mona::data::WordTimes word_times = times_path.empty() ? mona::data::WordTimes{} : mona::data::read_word_times(times_path);
+  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown, times_path.empty() ? nullptr : &word_times);
   if (a.as_json) {
     std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
               << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
@@ -292,6 +295,12 @@ int run_eval(const EvalArgs& a) {
       std::cout << ", \"average_proportion\": " << value(r.latency.average_proportion())
                 << ", \"average_lagging\": " << value(r.latency.average_lagging())
                 << ", \"early_token_share\": " << value(r.latency.early_token_share());
+    }
+    if (!times_path.empty()) {  // null when no word was recognised
+      auto value = [&](double v) { return r.word_delays.ms.empty() ? std::string("null") : std::to_string(v); };
+      std::cout << ", \"word_delay_ms_mean\": " << value(r.word_delays.mean())
+                << ", \"word_delay_ms_p90\": " << value(r.word_delays.quantile(0.9))
+                << ", \"word_delay_words\": " << r.word_delays.ms.size();
     }
     std::cout << "}\n";
   } else {
@@ -303,6 +312,11 @@ int run_eval(const EvalArgs& a) {
                   "emitted before the end of input\n",
                   r.latency.average_proportion(), r.latency.average_lagging(),
                   100 * r.latency.early_token_share());
+    }
+    if (!times_path.empty()) {
+      std::printf("emission delay after the word's end (%s): mean %.0f ms, 90th percentile %.0f ms over %zu "
+                  "recognised words\n",
+                  times_path.c_str(), r.word_delays.mean(), r.word_delays.quantile(0.9), r.word_delays.ms.size());
     }
   }
   return 0;
@@ -357,7 +371,7 @@ struct StreamArgs {
   int rate = 16000, channels = 1;  // raw PCM on stdin
   double chunk_ms = 10;
   std::string format = "auto";   // stdin: auto (WAV if it starts with RIFF, else raw) | wav | raw
-  bool long_form = false;        // decode.eos_only_after_input
+  bool long_form = false;        // decode.eos_only_after_input, or eos_only_at_last_entry (p_eos models)
 };
 
 CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
@@ -374,7 +388,9 @@ CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")->check(CLI::IsMember({"auto", "wav", "raw"}));
   cmd->add_flag("--long-form", a.long_form,
-                "no </s> before the input ends (decode.eos_only_after_input): transcribe a stream of any length");
+                "no </s> before the input ends (decode.eos_only_after_input; for a model trained with 003's EOS "
+                "frame, model.p_eos > 0, only once the attention reaches the last entry: decode.eos_only_at_last_entry): "
+                "transcribe a stream of any length");
   return cmd;
 }
 
@@ -469,7 +485,11 @@ class AudioSource {
 // two. Then the transcript, the real-time factor and the mean and largest delay.
 int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
   mona::nn::SearchOptions search = search_options(t, 0);
-  if (a.long_form) search.eos_only_after_input = true;
+  if (a.long_form) {
+    search.eos_only_after_input = true;
+    // 003 sec. 4.2: a model that learned to end on the EOS frame ends only there.
+    if (t.config.model.p_eos > 0) search.eos_only_at_last_entry = true;
+  }
   mona::stream::Recognizer rec(t.model, search);
   AudioSource source(a);
   const size_t chunk = std::max<size_t>(1, static_cast<size_t>(a.chunk_ms * source.sample_rate() / 1000));

@@ -15,8 +15,19 @@
 // The utterances come back as data::Example with the resolved audio path as the one input
 // token, so that the reference grouping and scoring of text data apply unchanged (an audio
 // file listed twice with different transcripts has two references).
+//
+// Word times (optional, beside a manifest X.tsv as X.words.tsv; mona-make-spoken-commands
+// writes them): where each word of a transcript is spoken, one word per line, in the order
+// of the transcript:
+//
+//   <audio path><TAB><word><TAB><start s><TAB><end s>
+//
+// The path is resolved as the manifest's are. A malformed line (not 4 fields, a time that
+// is not a finite number >= 0, end before start) is refused with mona::DataError naming
+// file:line.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,5 +42,24 @@ std::vector<Example> read_manifest(const std::string& path);
 /// for the file in error messages.
 std::vector<Example> parse_manifest(const std::string& text, const std::string& base_dir,
                                     const std::string& source_name);
+
+/// A word of an utterance and where it is spoken, in seconds from the start of the audio.
+struct WordTime {
+  std::string word;
+  double start = 0, end = 0;
+};
+
+/// Word times of a manifest's utterances (format above), by resolved audio path.
+using WordTimes = std::map<std::string, std::vector<WordTime>>;
+
+/// Reads a word-time file (format above). Throws mona::DataError naming file:line.
+WordTimes read_word_times(const std::string& path);
+
+/// Parses word-time text; paths are resolved against `base_dir`, `source_name` names the
+/// file in error messages.
+WordTimes parse_word_times(const std::string& text, const std::string& base_dir, const std::string& source_name);
+
+/// The word-time file of manifest `manifest_path` (X.tsv: X.words.tsv), or "" if none exists.
+std::string word_times_path(const std::string& manifest_path);
 
 }  // namespace mona::data

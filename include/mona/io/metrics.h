@@ -31,10 +31,17 @@
 //   early token share   = tokens with g(i) < n / all tokens: what streaming gains
 // AP and AL are averaged over sequences with at least one output token; the share is a
 // ratio of sums.
+//
+// Emission delay (speech, where the time of each reference word in the audio is known):
+// for each hypothesis word that one minimum-edit-distance alignment pairs with an equal
+// reference word, the time at which the decoder emitted it minus the time the word's
+// speech ends, in milliseconds (negative: emitted before the word was over). Reported as
+// the mean and the 90th percentile over all such words of a corpus.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mona::io {
@@ -85,5 +92,33 @@ struct LatencyCounts {
 /// cannot emit a token before the one preceding it). An empty `read` (no output
 /// tokens) gives all-zero counts.
 LatencyCounts latency(const std::vector<int64_t>& read, int64_t input_length);
+
+/// The pairs (i, j) with hypothesis[i] == reference[j] that one minimum-edit-distance
+/// alignment of the two matches, increasing in i and in j (a backtrace of the Levenshtein
+/// table preferring a match, then a substitution, then a deletion). O(|h| |r|) time and
+/// memory.
+std::vector<std::pair<size_t, size_t>> matched_tokens(const std::vector<std::string>& hypothesis,
+                                                      const std::vector<std::string>& reference);
+
+/// Emission delays of a corpus in ms (see the file comment), with add().
+struct EmissionDelays {
+  std::vector<double> ms;  ///< one per matched word, in the order they were added
+
+  void add(const EmissionDelays& other);
+  /// Mean; 0 when empty.
+  double mean() const;
+  /// The q-quantile, 0 <= q <= 1, interpolated linearly between the order statistics
+  /// (position q (n - 1) of the sorted delays); 0 when empty. Throws mona::Error for q
+  /// outside [0, 1].
+  double quantile(double q) const;
+};
+
+/// Emission delays of one utterance: hypothesis word i was emitted at emitted_ms[i] (ms of
+/// audio received), reference word j ends at reference_end_ms[j]; one delay per pair of
+/// matched_tokens. Throws mona::Error naming the argument when emitted_ms and hypothesis,
+/// or reference_end_ms and reference, differ in length.
+EmissionDelays emission_delays(const std::vector<std::string>& hypothesis, const std::vector<double>& emitted_ms,
+                               const std::vector<std::string>& reference,
+                               const std::vector<double>& reference_end_ms);
 
 }  // namespace mona::io

@@ -48,6 +48,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "mona/data/dataset.h"
+#include "mona/data/manifest.h"
 #include "mona/data/vocabulary.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
@@ -96,6 +97,11 @@ struct EvalResult {
   /// is accepted at once; `seconds` includes the per-element calls (for the G2P recipe's
   /// models about a third more time than whole-word decoding).
   io::LatencyCounts latency;
+  /// Emission delays after each word's end (io::EmissionDelays), for greedy online decoding
+  /// of an audio model when evaluate() is given word times: output token i counts as emitted
+  /// when the audio of the last feature frame read was complete, (g(i) - 1) * frame shift +
+  /// frame length ms after the start. Empty otherwise.
+  io::EmissionDelays word_delays;
   int64_t inputs = 0;
   double seconds = 0;
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
@@ -113,10 +119,13 @@ struct EvalProgress {
 /// references. `expected_attention` decodes with the soft expected alignment instead of
 /// the online hard attention (decode_with_expected_alignment). Inputs with unknown symbols are mapped to <unk>. Throws
 /// mona::Error when `sets` is empty or `limit` is negative (an error rate of nothing is no
-/// result).
+/// result). `word_times` (audio models; data::read_word_times, keyed by the audio path of
+/// sets[k].input) adds EvalResult::word_delays; an input it lacks, or whose words differ
+/// from the input's first reference, is a mona::DataError naming the audio file.
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention = false,
-                    int64_t limit = 0, const EvalProgress& progress = {});
+                    int64_t limit = 0, const EvalProgress& progress = {},
+                    const data::WordTimes* word_times = nullptr);
 
 /// Decodes one input offline with the soft expected alignment instead of the online hard
 /// attention: the encoder reads the whole input (`input_ids`, T ids of t.input_vocab), the
