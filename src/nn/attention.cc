@@ -346,38 +346,51 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     r = core::monotonic_scan(0, 0, memory.finished(), [](int64_t) { return 0.0; }, so,
                              &sample_rng_);
   } else {
-    const EnergyScorer scorer = main_energy().scorer(query);
-    // The key buffer itself (rows [0, size) are the keys), not a narrowed view: no tensor
-    // op per step.
     const int64_t dk = memory.key_dim_;
     const int64_t n = memory.size();
     MONA_CHECK(state.resume >= memory.first(), "Attention::hard_step: state: the scan resumes at memory entry ",
                state.resume, ", released already (the memory holds entries from ", memory.first(), " on)");
-    const int64_t row_bytes = dk * static_cast<int64_t>(elementSize(memory.dtype_));
-    AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
-      const scalar_t* kp = static_cast<const scalar_t*>(memory.keys_data_);
-      // The scan reads the keys row after row: each energy first asks for the head of the
-      // next row, so a memory that is not in cache costs bandwidth, not latency.
-      auto energy_at = [&](int64_t j, auto&& score) {
-        if (j + 1 < n) core::prefetch_row(kp + memory.row(j + 1) * dk, row_bytes);
-        return score(kp + memory.row(j) * dk);
-      };
-      if (so.sample) {
-        r = core::monotonic_scan(
-            state.resume, n, memory.finished(),
-            [&](int64_t j) { return sigmoid(energy_at(j, scorer)); }, so, &sample_rng_);
-      } else if (scorer.kind == EnergyScorer::Kind::kDot) {
-        // The common case as one kernel (core::dot_threshold_scan): the loop holds only the
-        // dot product and the decision e = scale * <query, key> + offset >= logit(tau).
-        r = core::dot_threshold_scan(static_cast<const scalar_t*>(scorer.query_data),
-                                     kp + memory.row(state.resume) * dk, dk, state.resume, n,
-                                     memory.finished(), scorer.scale, scorer.offset, threshold_rule_);
-      } else {
-        r = core::threshold_scan(
-            state.resume, n, memory.finished(),
-            [&](int64_t j) { return energy_at(j, scorer); }, threshold_rule_);
-      }
-    });
+    // The common case, a dot-product energy and a query vector read in place, goes straight
+    // to core::dot_threshold_scan (one kernel: the dot products and the decisions
+    // e = scale * <query, key> + offset >= logit(tau)); the keys are the key buffer itself
+    // (rows [0, size) are the keys), not a narrowed view: no tensor op per step.
+    double scale = 1, offset = 0;
+    const void* query_data = nullptr;
+    if (!so.sample && query.dim() == 1 && query.is_contiguous() && main_energy().dot_form(scale, offset)) {
+      query_data = detail::dense_cpu_data(query);
+    }
+    if (query_data != nullptr) {
+      AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
+        r = core::dot_threshold_scan(static_cast<const scalar_t*>(query_data),
+                                     static_cast<const scalar_t*>(memory.keys_data_) + memory.row(state.resume) * dk, dk,
+                                     state.resume, n, memory.finished(), scale, offset, threshold_rule_);
+      });
+    } else {
+      const EnergyScorer scorer = main_energy().scorer(query);
+      const int64_t row_bytes = dk * static_cast<int64_t>(elementSize(memory.dtype_));
+      AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
+        const scalar_t* kp = static_cast<const scalar_t*>(memory.keys_data_);
+        // The scan reads the keys row after row: each energy first asks for the head of the
+        // next row, so a memory that is not in cache costs bandwidth, not latency.
+        auto energy_at = [&](int64_t j, auto&& score) {
+          if (j + 1 < n) core::prefetch_row(kp + memory.row(j + 1) * dk, row_bytes);
+          return score(kp + memory.row(j) * dk);
+        };
+        if (so.sample) {
+          r = core::monotonic_scan(
+              state.resume, n, memory.finished(),
+              [&](int64_t j) { return sigmoid(energy_at(j, scorer)); }, so, &sample_rng_);
+        } else if (scorer.kind == EnergyScorer::Kind::kDot) {  // a query that is not one vector
+          r = core::dot_threshold_scan(static_cast<const scalar_t*>(scorer.query_data),
+                                       kp + memory.row(state.resume) * dk, dk, state.resume, n,
+                                       memory.finished(), scorer.scale, scorer.offset, threshold_rule_);
+        } else {
+          r = core::threshold_scan(
+              state.resume, n, memory.finished(),
+              [&](int64_t j) { return energy_at(j, scorer); }, threshold_rule_);
+        }
+      });
+    }
   }
   out.monotonic_energies = r.inspected;
   switch (r.status) {

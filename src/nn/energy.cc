@@ -98,9 +98,14 @@ EnergyScorer ScaledDotEnergy::scorer(const at::Tensor& query) {
     s.query = flat_query(query);
     s.query_data = s.query.data_ptr();
   }
-  s.scale = scalar_value(g);
-  s.offset = scalar_value(r);
+  dot_form(s.scale, s.offset);
   return s;
+}
+
+bool ScaledDotEnergy::dot_form(double& scale, double& offset) const {
+  scale = scalar_value(g);
+  offset = scalar_value(r);
+  return true;
 }
 
 }  // namespace mona::nn

@@ -317,6 +317,41 @@ TEST(Attention, OnlineEqualsOfflineAndCostIsLinear) {
   }
 }
 
+// The online step reads a dot-product energy's query in place when it is one contiguous
+// vector (Energy::dot_form) and through a prepared scorer otherwise ([1, Dq], a strided
+// view): the same energies, so the same choices and contexts, bit for bit.
+TEST(Attention, HardStepTakesAnyQueryLayoutAlike) {
+  for (const auto& mech : kMechanisms) {
+    torch::manual_seed(43);
+    auto o = small_options("dot");
+    o.monotonic_energy = "dot";
+    o.init_r = 0.0;
+    auto att = make(mech, o);
+    const int64_t T = 12, U = 6;
+    const auto memory = torch::randn({T, o.memory_dim}, torch::kDouble);
+    const auto queries = torch::randn({U, o.query_dim}, torch::kDouble);
+    const auto columns = queries.t().contiguous();  // queries.select(0, i) == columns.select(1, i), strided
+    const auto in_place = run_hard(*att, memory, queries, 3);
+    nn::OnlineMemory mem;
+    att->extend(mem, memory);
+    mem.finish();
+    nn::HardState as_row, strided;
+    int64_t emitted = 0;
+    for (int64_t i = 0; i < U; ++i) {
+      const auto a = att->hard_step(queries[i].unsqueeze(0), mem, as_row);
+      const auto b = att->hard_step(columns.select(1, i), mem, strided);
+      ASSERT_FALSE(columns.select(1, i).is_contiguous());
+      const int64_t index = in_place.index[static_cast<size_t>(i)];
+      EXPECT_EQ(a.status == core::ScanStatus::kChose ? a.index : -1, index) << mech << " step " << i;
+      EXPECT_EQ(b.status == core::ScanStatus::kChose ? b.index : -1, index) << mech << " step " << i;
+      EXPECT_TRUE(torch::equal(a.context, in_place.contexts[i])) << mech << " step " << i;
+      EXPECT_TRUE(torch::equal(b.context, in_place.contexts[i])) << mech << " step " << i;
+      emitted += index >= 0;
+    }
+    EXPECT_GT(emitted, 0) << mech;
+  }
+}
+
 // hard_step_into (the out= form) gives what hard_step gives, reuses the output tensors only
 // when the caller has let go of them, and never overwrites a context the caller kept.
 TEST(Attention, HardStepIntoReusesOnlyUnsharedOutputs) {

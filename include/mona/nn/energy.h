@@ -70,6 +70,14 @@ class Energy : public torch::nn::Module {
   virtual at::Tensor forward(const at::Tensor& queries, const at::Tensor& keys) = 0;
   /// One query [Dq] prepared for scoring single keys online (no autograd).
   virtual EnergyScorer scorer(const at::Tensor& query) = 0;
+  /// For an energy of the form e = scale * <query, key> + offset (the query used as it is):
+  /// sets scale and offset and returns true, so that the online step scores keys without
+  /// preparing a scorer; other energies return false.
+  virtual bool dot_form(double& scale, double& offset) const {
+    (void)scale;
+    (void)offset;
+    return false;
+  }
   /// Key size Dk.
   virtual int64_t key_dim() const = 0;
 };
@@ -119,6 +127,7 @@ class ScaledDotEnergy : public Energy {
   at::Tensor keys(const at::Tensor& memory) override;
   at::Tensor forward(const at::Tensor& queries, const at::Tensor& keys) override;
   EnergyScorer scorer(const at::Tensor& query) override;
+  bool dot_form(double& scale, double& offset) const override;
   int64_t key_dim() const override { return dim_; }
 
   torch::nn::Linear memory_proj{nullptr};  ///< W (no bias)
