@@ -37,12 +37,16 @@ mkdir -p "$out"
 two_at_a_time train_one "${configs[@]}"
 two_at_a_time eval_one "${configs[@]}"
 
+# A table's header: | model | $1 | one column per set |
+header() {
+  printf '| model | %s |' "$1"
+  for set in "${sets[@]}"; do printf ' %s |' "$set"; done
+  printf '\n| --- | --- |'
+  for set in "${sets[@]}"; do printf ' --- |'; done
+  printf '\n'
+}
 wer() { sed -n 's/.*"token_error_rate": \([0-9.eE+-]*\).*/\1/p' "$1" | awk '{ printf "%.2f", 100 * $1 }'; }
-printf '| model | decoding |'
-for set in "${sets[@]}"; do printf ' %s |' "$set"; done
-printf '\n| --- | --- |'
-for set in "${sets[@]}"; do printf ' --- |'; done
-printf '\n'
+header decoding
 for name in "${configs[@]}"; do
   for d in greedy beam4; do
     printf '| %s | %s |' "$name" "$d"
@@ -55,11 +59,8 @@ done
 # word's end in the audio (mona eval reads <set>.words.tsv beside the manifest), mean / 90th
 # percentile in ms.
 field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" | awk '{ printf "%.0f", $1 }'; }
-printf '\n| model | emission delay (ms, mean / p90) |'
-for set in "${sets[@]}"; do printf ' %s |' "$set"; done
-printf '\n| --- | --- |'
-for set in "${sets[@]}"; do printf ' --- |'; done
 printf '\n'
+header 'emission delay (ms, mean / p90)'
 for name in "${configs[@]}"; do
   printf '| %s | greedy |' "$name"
   for set in "${sets[@]}"; do

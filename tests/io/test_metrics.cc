@@ -8,6 +8,7 @@
 
 #include "mona/core/error.h"
 #include "util/temp_dir.h"
+#include "util/test_util.h"
 
 using mona::io::edit_distance;
 using mona::io::ErrorCounts;
@@ -236,20 +237,10 @@ TEST(EmissionDelays, HandCountedUtteranceAndCorpus) {
 }
 
 TEST(EmissionDelays, BadArgumentsAreNamed) {
-  auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const mona::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([] { mona::io::emission_delays({"a", "b"}, {1}, {"a"}, {1}); })
-                .find("emitted_ms: expected one time per hypothesis word (2), got 1"),
-            std::string::npos);
-  EXPECT_NE(message([] { mona::io::emission_delays({"a"}, {1}, {"a"}, {}); })
-                .find("reference_end_ms: expected one time per reference word (1), got 0"),
-            std::string::npos);
-  EXPECT_NE(message([] { mona::io::EmissionDelays{}.quantile(1.5); }).find("q must lie in [0, 1], got 1.5"),
-            std::string::npos);
+  using mona::test::expect_error;
+  expect_error([] { mona::io::emission_delays({"a", "b"}, {1}, {"a"}, {1}); },
+               "emitted_ms: expected one time per hypothesis word (2), got 1");
+  expect_error([] { mona::io::emission_delays({"a"}, {1}, {"a"}, {}); },
+               "reference_end_ms: expected one time per reference word (1), got 0");
+  expect_error([] { mona::io::EmissionDelays{}.quantile(1.5); }, "q must lie in [0, 1], got 1.5");
 }
