@@ -413,6 +413,22 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return c;
 }
 
+Config with_decode_overrides(const Config& config, const std::vector<std::string>& overrides,
+                             const std::string& source) {
+  if (overrides.empty()) return config;
+  for (const auto& o : overrides) {
+    detail::check(o.rfind("decode.", 0) == 0, "--set ", o,
+                  ": only decode.* settings can change after training (the model's are fixed)");
+  }
+  YAML::Node root = config_to_yaml(config);
+  for (const auto& o : overrides) io::apply_override(root, o);
+  Config c = config_from_yaml(root, source, overrides);
+  c.validate();
+  Config out = config;
+  out.decode = c.decode;
+  return out;
+}
+
 int64_t usable_threads(int64_t requested, const std::string& what, std::ostream* notice) {
   detail::check(requested >= 1, what, ": expected a number of threads >= 1, got ", requested);
   const auto hardware = static_cast<int64_t>(std::thread::hardware_concurrency());  // 0: unknown

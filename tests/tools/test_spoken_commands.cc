@@ -155,6 +155,17 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
   const auto result = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   ASSERT_TRUE(result.contains("word_delay_words")) << r.output;
   EXPECT_LE(result["word_delay_words"].get<int64_t>(), 3 * 3) << r.output;
+  // A decode setting of the checkpoint overridden for evaluation (003's long-form rule for
+  // this p_eos model); a model setting cannot be.
+  r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +
+                  " --beam 0 --set decode.eos_only_at_last_entry=true");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("token error rate"), std::string::npos) << r.output;
+  r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +
+                  " --set model.p_eos=0");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--set model.p_eos=0: only decode.* settings can change after training"), std::string::npos)
+      << r.output;
   r = run_program(std::string(MONA_CLI) + " stream " + (d / "run/last.ckpt") + " --audio " +
                   (d / "corpus/wav/test-3/000000.wav"));
   ASSERT_EQ(r.code, 0) << r.output;

@@ -258,6 +258,7 @@ struct EvalArgs {
   std::string checkpoint, data_path;
   int64_t beam = -1, limit = 0;
   bool expected = false, as_json = false;
+  std::vector<std::string> overrides;  // decode.* only
 };
 
 CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
@@ -268,11 +269,15 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
   cmd->add_option("--limit", a.limit, "decode at most N inputs (0: all)")->check(kNonNegative);
   cmd->add_flag("--expected", a.expected, "decode with the soft expected alignment instead of hard online attention");
   cmd->add_flag("--json", a.as_json, "print one JSON object");
+  cmd->add_option("--set", a.overrides,
+                  "override a decode setting of the checkpoint: decode.key=value (repeatable), e.g. "
+                  "decode.eos_only_at_last_entry=false");
   return cmd;
 }
 
 int run_eval(const EvalArgs& a) {
-  const TrainedModel t = TrainedModel::load(a.checkpoint);
+  TrainedModel t = TrainedModel::load(a.checkpoint);
+  t.config = mona::train::with_decode_overrides(t.config, a.overrides, a.checkpoint + ":config");
   const auto sets = mona::data::group_references(mona::train::read_examples(t.config, a.data_path));
   mona::detail::check(!sets.empty(), "DATA: ", a.data_path, " holds no examples (expected lines ",
                       t.takes_audio() ? "\"audio path<TAB>transcript\")" : "\"input tokens<TAB>output tokens\")");

@@ -119,6 +119,14 @@ YAML::Node config_to_yaml(const Config& config);
 /// io::load_yaml(path) + overrides ("a.b=value") + config_from_yaml.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+/// `config` (a trained model's, say) with assignments ("decode.key=value") to its decode
+/// settings, the only ones that can change after training: e.g. a model trained with
+/// decode.eos_only_at_last_entry evaluated without it. `source` names the configuration in
+/// messages. Throws mona::Error naming the assignment for a key outside decode, an
+/// unknown key or a bad value.
+Config with_decode_overrides(const Config& config, const std::vector<std::string>& overrides,
+                             const std::string& source);
+
 /// The thread count to use for `requested`, given as `what` (an option or configuration
 /// key, e.g. "--threads" or "train.threads"): below 1 throws mona::Error naming `what` and
 /// the value; above the machine's hardware threads (std::thread::hardware_concurrency(),
