@@ -64,6 +64,7 @@ void ModelOptions::validate() const {
   MONA_CHECK(decoder_hidden > 0, w, ": decoder_hidden must be > 0, got ", decoder_hidden);
   MONA_CHECK(dropout >= 0 && dropout < 1, w, ": dropout must lie in [0, 1), got ", dropout);
   MONA_CHECK(p_eos >= 0 && p_eos <= 1, w, ": p_eos must lie in [0, 1], got ", p_eos);
+  MONA_CHECK(ctc_weight >= 0 && ctc_weight < 1, w, ": ctc_weight must lie in [0, 1), got ", ctc_weight);
   MONA_CHECK(find_mechanism(attention) != nullptr, w, ": attention must be one of ",
              mechanism_names(), "; got \"", attention, "\"");
 }
@@ -477,11 +478,18 @@ Seq2Seq::Seq2Seq(ModelOptions options) : options_(std::move(options)) {
   options_.validate();
   encoder = register_module("encoder", std::make_shared<Encoder>(options_));
   decoder = register_module("decoder", std::make_shared<Decoder>(options_, encoder->output_dim()));
+  if (options_.ctc_weight > 0) {
+    ctc_output = register_module("ctc_output", torch::nn::Linear(encoder->output_dim(), options_.output_vocab + 1));
+  }
 }
 
 std::pair<at::Tensor, at::Tensor> Seq2Seq::encode(const at::Tensor& inputs, const at::Tensor& lengths,
                                                    at::Tensor* appended) {
   auto [memory, mlens] = encoder->forward(inputs, lengths);
+  return with_eos_frame(memory, mlens, appended);
+}
+
+std::pair<at::Tensor, at::Tensor> Seq2Seq::with_eos_frame(at::Tensor memory, at::Tensor mlens, at::Tensor* appended) {
   if (options_.p_eos > 0) {
     EosBatch e = append_eos_frame(memory, mlens, is_training() ? options_.p_eos : 1.0,
                                   decoder->dropout_generator ? *decoder->dropout_generator : at::Generator());
@@ -495,7 +503,8 @@ std::pair<at::Tensor, at::Tensor> Seq2Seq::encode(const at::Tensor& inputs, cons
 at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
                          const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
                          at::Tensor* weights, int64_t* tokens,
-                         const LengthPenaltyOptions* length_penalty, const BatchTotals* totals) {
+                         const LengthPenaltyOptions* length_penalty, const BatchTotals* totals,
+                         LossTerms* terms) {
   const char* fn = "Seq2Seq::loss";
   MONA_CHECK(targets.dim() == 2 && targets.scalar_type() == at::kLong, fn,
               ": targets: expected int64 [B, U], got ", targets.scalar_type(), " ", targets.sizes());
@@ -518,7 +527,14 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
                         (length_penalty->until_step < 0 ||
                          length_penalty->step < length_penalty->until_step);
   at::Tensor appended;
-  auto [memory, mlens] = encode(inputs, lengths, &appended);
+  const auto [encoded, encoded_lengths] = encoder->forward(inputs, lengths);
+  at::Tensor ctc_nll;  // [B]: -log P_ctc(y_b | h_b), 0 where no path exists
+  if (ctc_output) {
+    const at::Tensor ctc_log_probs = torch::log_softmax(ctc_output->forward(encoded), -1).transpose(0, 1);
+    ctc_nll = at::ctc_loss(ctc_log_probs, targets, encoded_lengths, tl, /*blank=*/options_.output_vocab,
+                           at::Reduction::None, /*zero_infinity=*/true);
+  }
+  auto [memory, mlens] = with_eos_frame(encoded, encoded_lengths, &appended);
   const Memory mem = decoder->attention->prepare(memory, mlens);
   const int64_t B = targets.size(0), U = targets.size(1) + 1, V = options_.output_vocab;
   // y_in = <s> y_1 .. y_L ; y_out = y_1 .. y_L </s> ; padding beyond.
@@ -565,7 +581,15 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
                " tokens and ", totals->sequences, " sequences cannot hold this shard's ", n, " and ", B);
   }
   const int64_t token_divisor = totals ? totals->tokens : n, sequence_divisor = totals ? totals->sequences : B;
-  at::Tensor loss = -(q * log_probs).sum() / static_cast<double>(std::max<int64_t>(token_divisor, 1));
+  const double per_token = 1.0 / static_cast<double>(std::max<int64_t>(token_divisor, 1));
+  const at::Tensor cross_entropy = -(q * log_probs).sum() * per_token;
+  at::Tensor loss = cross_entropy;
+  at::Tensor ctc;
+  if (ctc_nll.defined()) {
+    ctc = ctc_nll.sum() * per_token;
+    loss = (1 - options_.ctc_weight) * cross_entropy + options_.ctc_weight * ctc;
+  }
+  if (terms) *terms = LossTerms{cross_entropy, ctc};
   if (penalise) {
     // Heads folded into the batch: mu [B, U, H] -> [B*H, U, 1], nu [B, H, T] -> [B*H, T].
     const int64_t H = states.size(2), T = mem.in_len();

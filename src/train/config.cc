@@ -84,6 +84,7 @@ void visit_config(C& c, V& v) {
     v.field("decoder_hidden", o.decoder_hidden);
     v.field("dropout", o.dropout);
     v.field("p_eos", o.p_eos);
+    v.field("ctc_weight", o.ctc_weight);
     v.section("features", [&] {  // audio::FbankOptions (mona/audio/fbank.h), read for input_kind audio
       auto& f = o.features;
       v.field("sample_rate", f.sample_rate);

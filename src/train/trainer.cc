@@ -596,13 +596,24 @@ class TrainingRun {
   // the model's small operators cost mostly their dispatch, which only this splitting runs
   // in parallel.
   void train_step();
-  // Forward and backward pass of one shard (the batch rows `idx`) on `model`; returns the
-  // shard's loss (its share of the batch's) and its token count.
-  std::pair<double, int64_t> shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx, int64_t shard,
-                                        const nn::BatchTotals* totals);
+  // What one shard's pass (or a whole step, the shards' sums) gives: its share of the
+  // batch's loss and of the CTC term (nn::LossTerms; 0 without a CTC head), its tokens.
+  struct PassResult {
+    double loss = 0, ctc = 0;
+    int64_t tokens = 0;
+    void add(const PassResult& o) {
+      loss += o.loss;
+      ctc += o.ctc;
+      tokens += o.tokens;
+    }
+  };
+  // Forward and backward pass of one shard (the batch rows `idx`) on `model`.
+  PassResult shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx, int64_t shard,
+                        const nn::BatchTotals* totals);
   // Shows the step's loss and throughput, and every train.log_every steps writes a "train"
-  // record with the mean loss since the last one.
-  void record_step(double loss, int64_t tokens);
+  // record with the mean loss since the last one (and the mean CTC term, "ctc", for a
+  // model with a CTC head).
+  void record_step(const PassResult& step);
   // Every train.plot_every steps, alignment plots of the first dev examples.
   void maybe_write_plots();
   // Decodes the dev set greedily online (train::evaluate), logs an "eval" record (error
@@ -636,7 +647,7 @@ class TrainingRun {
   std::vector<std::vector<size_t>> batches_;
   bool early_stopped_ = false;
   // Since the last "train" record: summed loss, steps, target tokens, and when it was.
-  double loss_sum_ = 0;
+  double loss_sum_ = 0, ctc_sum_ = 0;
   int64_t loss_n_ = 0, tokens_since_ = 0;
   std::chrono::steady_clock::time_point last_record_ = start_;
 };
@@ -792,8 +803,8 @@ void TrainingRun::augment(at::Tensor& x, const at::Tensor& lengths, int64_t shar
   x = torch::where(mask > 0, x, encoder.feature_mean().view({1, 1, -1}).expand_as(x));
 }
 
-std::pair<double, int64_t> TrainingRun::shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx,
-                                                   int64_t shard, const nn::BatchTotals* totals) {
+TrainingRun::PassResult TrainingRun::shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx,
+                                                int64_t shard, const nn::BatchTotals* totals) {
   auto [x, xl] = pad(data_, idx, false);
   augment(x, xl, shard);
   auto [y, yl] = pad(data_, idx, true);
@@ -801,11 +812,14 @@ std::pair<double, int64_t> TrainingRun::shard_pass(nn::Seq2Seq& model, const std
   penalty.lambda = c_.train.length_penalty;
   penalty.until_step = c_.train.length_penalty_until;
   penalty.step = t_.step;
-  int64_t tokens = 0;
-  at::Tensor loss = model.loss(x, xl, y, yl, c_.train.smoothing, nullptr, &tokens,
-                               c_.train.length_penalty > 0 ? &penalty : nullptr, totals);
+  PassResult r;
+  nn::LossTerms terms;
+  at::Tensor loss = model.loss(x, xl, y, yl, c_.train.smoothing, nullptr, &r.tokens,
+                               c_.train.length_penalty > 0 ? &penalty : nullptr, totals, &terms);
   loss.backward();
-  return {loss.item<double>(), tokens};
+  r.loss = loss.item<double>();
+  if (terms.ctc.defined()) r.ctc = terms.ctc.item<double>();
+  return r;
 }
 
 void TrainingRun::train_step() {
@@ -816,10 +830,9 @@ void TrainingRun::train_step() {
   }
   adam_->zero_grad();
   const size_t shards = std::min(idx.size(), replicas_.size() + 1);
-  double lv = 0;
-  int64_t tokens = 0;
+  PassResult step;
   if (shards == 1) {
-    std::tie(lv, tokens) = shard_pass(*t_.model, idx, 0, nullptr);
+    step = shard_pass(*t_.model, idx, 0, nullptr);
   } else {
     nn::BatchTotals totals;
     totals.sequences = static_cast<int64_t>(idx.size());
@@ -831,7 +844,7 @@ void TrainingRun::train_step() {
     }
     const auto params = t_.model->parameters();
     const auto buffers = t_.model->buffers();
-    std::vector<std::future<std::pair<double, int64_t>>> running;
+    std::vector<std::future<PassResult>> running;
     for (size_t k = 1; k < shards; ++k) {
       nn::Seq2Seq& replica = *replicas_[k - 1];
       {
@@ -851,13 +864,12 @@ void TrainingRun::train_step() {
         return shard_pass(replica, part[k], static_cast<int64_t>(k), &totals);
       }));
     }
-    std::tie(lv, tokens) = shard_pass(*t_.model, part[0], 0, &totals);
-    std::vector<std::pair<double, int64_t>> done;
+    step = shard_pass(*t_.model, part[0], 0, &totals);
+    std::vector<PassResult> done;
     for (auto& r : running) done.push_back(r.get());  // rethrows a shard's exception
     torch::NoGradGuard no_grad;
     for (size_t k = 1; k < shards; ++k) {
-      lv += done[k - 1].first;
-      tokens += done[k - 1].second;
+      step.add(done[k - 1]);
       const auto rp = replicas_[k - 1]->parameters();
       for (size_t j = 0; j < params.size(); ++j) {
         if (!rp[j].grad().defined()) continue;
@@ -869,23 +881,27 @@ void TrainingRun::train_step() {
   if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t_.model->parameters(), o.clip_norm);
   adam_->step();
   ++t_.step;
-  detail::check(std::isfinite(lv), "training diverged: loss is ", lv, " at step ", t_.step,
+  detail::check(std::isfinite(step.loss), "training diverged: loss is ", step.loss, " at step ", t_.step,
                 " (lower train.optimizer.learning_rate?)");
-  record_step(lv, tokens);
+  record_step(step);
 }
 
-void TrainingRun::record_step(double loss, int64_t tokens) {
-  loss_sum_ += loss;
+void TrainingRun::record_step(const PassResult& step) {
+  loss_sum_ += step.loss;
+  ctc_sum_ += step.ctc;
   ++loss_n_;
-  tokens_since_ += tokens;
+  tokens_since_ += step.tokens;
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_record_).count();
   const double tokens_per_second = dt > 0 ? tokens_since_ / dt : 0;
-  progress_->update(t_.step, loss, tokens_per_second);
+  progress_->update(t_.step, step.loss, tokens_per_second);
   if (t_.step % c_.train.log_every != 0) return;
-  log_->write({{"event", "train"}, {"step", t_.step}, {"loss", loss_sum_ / loss_n_},
-               {"learning_rate", learning_rate(c_.train.optimizer, t_.step)},
-               {"tokens_per_second", tokens_per_second}, {"minutes", minutes()}});
+  nlohmann::json record = {{"event", "train"}, {"step", t_.step}, {"loss", loss_sum_ / loss_n_},
+                           {"learning_rate", learning_rate(c_.train.optimizer, t_.step)},
+                           {"tokens_per_second", tokens_per_second}, {"minutes", minutes()}};
+  if (t_.model->ctc_output) record["ctc"] = ctc_sum_ / loss_n_;
+  log_->write(record);
   loss_sum_ = 0;
+  ctc_sum_ = 0;
   loss_n_ = 0;
   tokens_since_ = 0;
   last_record_ = std::chrono::steady_clock::now();

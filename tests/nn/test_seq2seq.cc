@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <vector>
 
 #include "mona/data/tokens.h"
 #include "mona/nn/search.h"
@@ -171,7 +173,9 @@ TEST(Seq2Seq, ShardLossesWithBatchTotalsAddUpToTheBatchLoss) {
   for (const std::string mechanism : {"mocha", "sagmm"}) {
     SCOPED_TRACE(mechanism);
     torch::manual_seed(21);
-    auto model = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options(mechanism));
+    ModelOptions o = tiny_monotonic_options(mechanism);
+    o.ctc_weight = 0.3;  // the CTC term is divided like the cross entropy
+    auto model = std::make_shared<nn::Seq2Seq>(o);
     model->to(torch::kDouble);
     model->eval();
     const std::vector<std::vector<int64_t>> ys = {{4, 5, 6, 7}, {8, 9}, {5, 5, 6}, {7}, {9, 4, 8, 6}};
@@ -361,6 +365,88 @@ TEST(Seq2Seq, LossMatchesHandBuiltSmoothedTargets) {
   EXPECT_NEAR(loss, sum / n, 1e-10);
 }
 
+// -log P_ctc(y | h) by enumerating every path of T' classes (the output ids and the blank,
+// id V) and summing the probabilities of those that collapse to y (repeats merged, blanks
+// dropped): the definition of Graves et al. 2006, with no lattice. 0 when no path exists.
+double ctc_nll_by_paths(const at::Tensor& log_probs, const std::vector<int64_t>& y) {  // [T', V + 1]
+  const int64_t T = log_probs.size(0), C = log_probs.size(1), blank = C - 1;
+  double total = 0;
+  std::vector<int64_t> path(static_cast<size_t>(T), 0);
+  for (int64_t code = 0, n = static_cast<int64_t>(std::pow(C, T)); code < n; ++code) {
+    int64_t rest = code;
+    double log_p = 0;
+    for (int64_t t = 0; t < T; ++t, rest /= C) {
+      path[t] = rest % C;
+      log_p += log_probs[t][path[t]].item<double>();
+    }
+    std::vector<int64_t> collapsed;
+    for (int64_t t = 0; t < T; ++t) {
+      if (path[t] != blank && (t == 0 || path[t] != path[t - 1])) collapsed.push_back(path[t]);
+    }
+    if (collapsed == y) total += std::exp(log_p);
+  }
+  return total > 0 ? -std::log(total) : 0.0;
+}
+
+// The auxiliary CTC loss (ModelOptions::ctc_weight, 003 sec. 4.3): its term is the sum
+// over sequences of -log P_ctc by path enumeration over the encoder's memory, per target
+// token; a sequence with no path (the third: 3 targets, 2 entries) adds 0; the loss mixes
+// the terms with lambda, and the cross-entropy term is the loss of the same model without
+// a head. Float64: the path sums and the lattice agree to rounding (~1e-15 of ~10).
+TEST(Seq2Seq, CtcTermIsTheSumOverAlignmentPathsMixedWithTheCrossEntropy) {
+  ModelOptions o = tiny_monotonic_options("soft");
+  o.ctc_weight = 0.25;
+  torch::manual_seed(8);
+  auto model = std::make_shared<nn::Seq2Seq>(o);
+  model->to(torch::kDouble);
+  model->eval();
+  ASSERT_TRUE(model->ctc_output);
+  EXPECT_EQ(model->ctc_output->options.out_features(), o.output_vocab + 1);
+  const std::vector<std::vector<int64_t>> ys = {{4, 5}, {6, 6}, {7, 8, 9}};
+  auto [y, yl] = pad_batch(ys);
+  const auto x = torch::randint(4, 10, {3, 3}, torch::kLong);
+  const auto xl = torch::tensor({3, 2, 1}, torch::kLong);  // memory 4, 3, 2 entries (</s> appended)
+  nn::LossTerms terms;
+  int64_t tokens = 0;
+  const at::Tensor loss = model->loss(x, xl, y, yl, {}, nullptr, &tokens, nullptr, nullptr, &terms);
+  ASSERT_TRUE(terms.ctc.defined());
+  EXPECT_EQ(tokens, 3 + 3 + 4);
+  double by_paths = 0;
+  {
+    torch::NoGradGuard no_grad;
+    auto [memory, memory_lengths] = model->encoder->forward(x, xl);
+    const at::Tensor log_probs = torch::log_softmax(model->ctc_output->forward(memory), -1);
+    for (int64_t b = 0; b < 3; ++b) {
+      const double nll = ctc_nll_by_paths(log_probs[b].narrow(0, 0, memory_lengths[b].item<int64_t>()), ys[b]);
+      if (b == 2) EXPECT_EQ(nll, 0.0) << "no path of 2 entries spells 3 tokens";
+      else EXPECT_GT(nll, 0.0);
+      by_paths += nll;
+    }
+  }
+  EXPECT_NEAR(terms.ctc.item<double>(), by_paths / tokens, 1e-12);
+  EXPECT_NEAR(loss.item<double>(), 0.75 * terms.cross_entropy.item<double>() + 0.25 * terms.ctc.item<double>(), 1e-14);
+  // The same encoder and decoder without the head: the loss is the cross-entropy term.
+  ModelOptions without = o;
+  without.ctc_weight = 0;
+  auto plain = std::make_shared<nn::Seq2Seq>(without);
+  plain->to(torch::kDouble);
+  plain->eval();
+  EXPECT_FALSE(plain->ctc_output);
+  {
+    torch::NoGradGuard no_grad;
+    const auto ours = model->named_parameters();
+    for (auto& p : plain->named_parameters()) p.value().copy_(ours[p.key()]);
+  }
+  EXPECT_NEAR(plain->loss(x, xl, y, yl, {}).item<double>(), terms.cross_entropy.item<double>(), 1e-14);
+  // Gradients reach the head and stay finite with the pathless sequence in the batch.
+  loss.backward();
+  for (const auto& p : model->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+  }
+  EXPECT_GT(model->ctc_output->weight.grad().abs().max().item<double>(), 0.0);
+}
+
 TEST(Seq2Seq, LossErrors) {
   auto model = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options("soft"));
   auto x = torch::randint(4, 10, {2, 5}, torch::kLong);
@@ -375,6 +461,9 @@ TEST(Seq2Seq, LossErrors) {
   expect_error([&] { model->loss(x, xl, y, torch::tensor({3, 2}, torch::kLong), bad); },
                      "needs 4 weights");
   ModelOptions o = tiny_monotonic_options("soft");
+  o.ctc_weight = 1.0;
+  expect_error([&] { nn::Seq2Seq m(o); }, "ctc_weight must lie in [0, 1), got 1");
+  o.ctc_weight = 0;
   o.attention = "luong";
   expect_error([&] { nn::Seq2Seq m(o); }, "attention must be one of soft, monotonic, mocha, matcha, gmm, sagmm, sagmm-tr, sagmm-fixed; got \"luong\"");
   auto x_bad = x.clone();

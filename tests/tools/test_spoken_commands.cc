@@ -129,19 +129,26 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
     cfg << "data: {train: " << (d / "corpus/train.tsv") << ", dev: " << (d / "corpus/dev.tsv") << "}\n"
         << "model: {input_kind: audio, features: {num_mel_bins: 20}, conv_channels: 4, encoder_layers: 2,\n"
         << "        encoder_hidden: 32, time_reduction_layers: 1, decoder_embedding_dim: 8, decoder_hidden: 32,\n"
-        << "        attention: {type: mocha, monotonic_energy: dot, init_r: -1, chunk_size: 2}, p_eos: 0.5}\n"
+        << "        attention: {type: mocha, monotonic_energy: dot, init_r: -1, chunk_size: 2}, p_eos: 0.5,\n"
+        << "        ctc_weight: 0.1}\n"
         << "train: {output_dir: " << (d / "run") << ", batch_size: 8, max_steps: 60, eval_every: 60, log_every: 5,\n"
         << "        threads: 1, optimizer: {learning_rate: 0.01}}\n";
   }
   r = run_program(std::string(MONA_CLI) + " train " + (d / "smoke.yaml"));
   ASSERT_EQ(r.code, 0) << r.output;
-  std::vector<double> losses;
+  std::vector<double> losses, ctc;
   std::ifstream log(d / "run/train.jsonl");
   for (std::string line; std::getline(log, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "train") losses.push_back(j["loss"].get<double>());
+    if (j["event"] != "train") continue;
+    losses.push_back(j["loss"].get<double>());
+    if (j.contains("ctc")) ctc.push_back(j["ctc"].get<double>());
   }
   ASSERT_GE(losses.size(), 10u);
+  // The auxiliary CTC term (model.ctc_weight) is logged with every record: a negative
+  // log-likelihood per token, so positive.
+  ASSERT_EQ(ctc.size(), losses.size());
+  for (double v : ctc) EXPECT_GT(v, 0.0);
   // 60 steps learn at least the output's distribution (about 50 words, 1-2 per utterance):
   // the loss of the last record is below 3/4 of the first's (log(55) ~ 4 at the start).
   EXPECT_LT(losses.back(), 0.75 * losses.front()) << "first " << losses.front() << " last " << losses.back();

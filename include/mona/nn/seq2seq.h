@@ -93,6 +93,13 @@ struct ModelOptions {
   /// the expected alignment, streaming at input_finished()) it is always appended, so
   /// </s> is expected only once the attention has reached the end of the input. 0: off.
   double p_eos = 0.0;
+  /// Weight lambda of the auxiliary CTC loss on the encoder output (003 sec. 4.3, which uses
+  /// 0.1 after Kim et al.'s joint CTC-attention training): a linear CTC head maps each
+  /// memory entry (before the EOS frame) to output_vocab + 1 classes, the last one the CTC
+  /// blank, and Seq2Seq::loss becomes (1 - lambda) * cross entropy + lambda * CTC, both per
+  /// target token. The head is read in training only: decoding never uses it. 0: no head.
+  /// Must lie in [0, 1).
+  double ctc_weight = 0.0;
   /// soft | monotonic | mocha | matcha | gmm | sagmm | sagmm-tr | sagmm-fixed (make_attention)
   std::string attention = "mocha";
   AttentionOptions attention_options;  ///< query_dim / memory_dim are filled in by the model
@@ -259,6 +266,15 @@ struct BatchTotals {
   int64_t sequences = 0;  ///< sequences of the whole batch
 };
 
+/// The two terms of Seq2Seq::loss, each per target token of the batch (divided as the loss
+/// is, so shards' terms add up too): the cross entropy (with smoothing) and, with a CTC
+/// head (ModelOptions::ctc_weight > 0), the CTC negative log-likelihood (undefined
+/// otherwise). The loss is (1 - lambda) * cross_entropy + lambda * ctc, plus the length
+/// penalty. Both are graph tensors (scalars).
+struct LossTerms {
+  at::Tensor cross_entropy, ctc;
+};
+
 /// Encoder + decoder.
 class Seq2Seq : public torch::nn::Module {
  public:
@@ -275,11 +291,18 @@ class Seq2Seq : public torch::nn::Module {
   /// With ModelOptions::p_eos > 0, the EOS frame is appended as encode() does, and the
   /// </s> position of a sequence without it adds nothing to the loss (it still counts in
   /// the token total, so that shards' losses add up to the batch's).
+  /// With ModelOptions::ctc_weight = lambda > 0, adds the CTC term on the encoder's memory
+  /// (before the EOS frame): sum_b -log P_ctc(y_b | h_b) over the token divisor, each
+  /// sequence's lattice over its own memory length (Graves et al. 2006, as LibTorch's
+  /// ctc_loss computes it). A sequence whose memory is too short for its targets (fewer
+  /// entries than U_b plus its repeated neighbours) has no CTC path: its CTC term and
+  /// gradient are 0 (zero_infinity), its cross entropy is trained as usual. `terms`
+  /// receives both terms (LossTerms) if given.
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& lengths, const at::Tensor& targets,
                   const at::Tensor& target_lengths, const SmoothingOptions& smoothing,
                   at::Tensor* weights = nullptr, int64_t* tokens = nullptr,
                   const LengthPenaltyOptions* length_penalty = nullptr,
-                  const BatchTotals* totals = nullptr);
+                  const BatchTotals* totals = nullptr, LossTerms* terms = nullptr);
   /// The memory the decoder attends to: Encoder::forward(inputs, lengths) -> (memory
   /// [B, T', Dh], lengths [B]), with the EOS frame of ModelOptions::p_eos appended (in
   /// training with probability p_eos, drawn from the decoder's dropout generator, else to
@@ -291,8 +314,13 @@ class Seq2Seq : public torch::nn::Module {
 
   std::shared_ptr<Encoder> encoder;
   std::shared_ptr<Decoder> decoder;
+  /// The CTC head (ModelOptions::ctc_weight > 0; else empty): memory entry [Dh] ->
+  /// logits [output_vocab + 1], the blank last. Registered as "ctc_output".
+  torch::nn::Linear ctc_output{nullptr};
 
  private:
+  /// encode()'s second half: the EOS frame appended to the encoder's memory.
+  std::pair<at::Tensor, at::Tensor> with_eos_frame(at::Tensor memory, at::Tensor lengths, at::Tensor* appended);
   ModelOptions options_;
 };
 
