@@ -133,6 +133,7 @@ void visit_config(C& c, V& v) {
     auto& r = c.train;
     v.field("output_dir", r.output_dir);
     v.field("seed", r.seed);
+    v.field("init_from", r.init_from);
     v.field("threads", r.threads);  // >= 1, checked (and clamped) by usable_threads
     v.field("batch_size", r.batch_size, Range::at_least(1));
     v.field("max_steps", r.max_steps, Range::at_least(0));

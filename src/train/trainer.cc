@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "mona/audio/audio_file.h"
 #include "mona/audio/cmvn.h"
@@ -126,6 +127,40 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
   e.SetMapFormat(YAML::Flow);
   e << node;
   out[prefix] = e.c_str();
+}
+
+// train.init_from: copies every parameter and buffer of `from` into `to`'s of the same
+// name. Throws mona::Error naming `path` and every one of `to`'s that `from` lacks or holds
+// in another shape (both shapes); returns the names of `from`'s that `to` does not have.
+std::vector<std::string> copy_matching_state(nn::Seq2Seq& to, nn::Seq2Seq& from, const std::string& path) {
+  std::map<std::string, at::Tensor> theirs;
+  for (const auto& p : from.named_parameters()) theirs[p.key()] = p.value();
+  for (const auto& b : from.named_buffers()) theirs[b.key()] = b.value();
+  std::vector<std::pair<std::string, at::Tensor>> ours;
+  for (const auto& p : to.named_parameters()) ours.emplace_back(p.key(), p.value());
+  for (const auto& b : to.named_buffers()) ours.emplace_back(b.key(), b.value());
+  std::string missing;
+  int n = 0;
+  for (const auto& [name, tensor] : ours) {
+    const auto it = theirs.find(name);
+    if (it == theirs.end()) {
+      missing += (n++ ? "; " : "") + name + " is not in it";
+    } else if (!it->second.sizes().equals(tensor.sizes())) {
+      std::ostringstream m;
+      m << name << " is " << it->second.sizes() << " in it, " << tensor.sizes() << " here";
+      missing += (n++ ? "; " : "") + m.str();
+    }
+  }
+  detail::check(n == 0, "train.init_from ", path, ": cannot start this model from it: ", missing,
+                " (the model options that shape these must equal the checkpoint's)");
+  torch::NoGradGuard no_grad;
+  for (auto& [name, tensor] : ours) {
+    tensor.copy_(theirs.at(name));
+    theirs.erase(name);
+  }
+  std::vector<std::string> unused;
+  for (const auto& kv : theirs) unused.push_back(kv.first);
+  return unused;
 }
 
 // Refuses a checkpoint whose model options (its configuration's `model` keys) differ from
@@ -669,9 +704,25 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
 
   t_.config = c_;
   const bool audio = t_.takes_audio();
+  std::optional<TrainedModel> init;  // train.init_from, for a fresh run
+  if (!c_.train.init_from.empty() && !options.resume) {
+    init = TrainedModel::load(c_.train.init_from);
+    t_.input_vocab = init->input_vocab;
+    t_.output_vocab = init->output_vocab;
+  }
   for (const auto& ex : train_examples) {
     if (!audio) t_.input_vocab.add_all(ex.input);
     t_.output_vocab.add_all(ex.output);
+  }
+  if (init) {
+    for (const auto& [ours, theirs, what] : {std::tuple{&t_.input_vocab, &init->input_vocab, "input"},
+                                             std::tuple{&t_.output_vocab, &init->output_vocab, "output"}}) {
+      if (ours->size() == theirs->size()) continue;
+      std::vector<int64_t> added(static_cast<size_t>(ours->size() - theirs->size()));
+      std::iota(added.begin(), added.end(), theirs->size());
+      detail::fail_data("train.init_from ", c_.train.init_from, ": data.train ", c_.data.train, " has ", added.size(),
+                        " ", what, " token(s) outside the checkpoint's vocabulary: ", join_names(ours->decode(added)));
+    }
   }
   t_.model = build_model(t_.config, t_.input_vocab, t_.output_vocab);
   t_.model->decoder->attention->reseed_noise(c_.train.seed);
@@ -681,6 +732,12 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
     for (const auto& ex : train_examples) {
       data_.push_back({t_.input_vocab.encode(ex.input), t_.output_vocab.encode(ex.output), {}});
     }
+  }
+  if (init) {  // after the normalisation estimate: the checkpoint's encoder was trained on its own
+    const auto unused = copy_matching_state(*t_.model, *init->model, c_.train.init_from);
+    progress_out_ << "initialised from " << c_.train.init_from << " (step " << init->step << ")";
+    if (!unused.empty()) progress_out_ << "; not used: " << join_names(unused);
+    progress_out_ << "\n";
   }
   for (int64_t k = 1; k < c_.train.threads; ++k) {
     Config replica_config = t_.config;

@@ -167,6 +167,70 @@ TEST(Trainer, CheckpointRoundTripDecodesIdentically) {
   EXPECT_EQ(et.inputs, 10);
 }
 
+// train.init_from (fine-tuning, 003 Table 4a): a fresh run starts from a checkpoint's
+// parameters and buffers under their names, here MoChA with a CTC head -> hard monotonic
+// attention without one (a step-0 checkpoint holds exactly the copied values), keeping the
+// checkpoint's vocabularies; what the new model lacks is listed. Refused, naming the file
+// and what is wrong, before anything is written: a parameter the checkpoint lacks, one of
+// another shape, and training data with a symbol outside the checkpoint's vocabulary.
+TEST(Trainer, InitFromCopiesEveryParameterByNameAndRefusesWhatDoesNotFit) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 100, 3);
+  write_letter_task(d / "dev.tsv", 10, 4);
+  std::ostringstream sink;
+  train::Config a = tiny_config(d, 10);
+  a.model.ctc_weight = 0.2;
+  train::Trainer(a).run({}, sink);
+  const std::string source = d / "run/last.ckpt";
+  const auto trained = train::TrainedModel::load(source);
+
+  train::Config b = tiny_config(d, 0);
+  b.model.attention = "monotonic";
+  b.train.output_dir = d / "tuned";
+  b.train.init_from = source;
+  std::ostringstream out;
+  train::Trainer(b).run({}, out);
+  EXPECT_NE(out.str().find("initialised from " + source + " (step 10); not used: ctc_output.bias, ctc_output.weight, "
+                           "decoder.attention.chunk."),
+            std::string::npos) << out.str();
+  const auto tuned = train::TrainedModel::load(d / "tuned/last.ckpt");
+  EXPECT_EQ(tuned.step, 0);
+  EXPECT_TRUE(tuned.input_vocab == trained.input_vocab);
+  EXPECT_TRUE(tuned.output_vocab == trained.output_vocab);
+  const auto theirs = trained.model->named_parameters();
+  size_t compared = 0;
+  for (const auto& p : tuned.model->named_parameters()) {
+    ASSERT_TRUE(theirs.contains(p.key())) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), theirs[p.key()])) << p.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared + 2, theirs.size() - trained.model->decoder->attention->named_parameters().size() +
+                              tuned.model->decoder->attention->named_parameters().size())
+      << "every parameter but the CTC head's and MoChA's chunk energy";
+
+  auto expect_refused = [&](train::Config c, const std::string& fragment) {
+    c.train.output_dir = d / "refused";
+    try {
+      train::Trainer(c).run({}, sink);
+      ADD_FAILURE() << "started from a checkpoint that does not fit: " << fragment;
+    } catch (const mona::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("train.init_from " + c.train.init_from), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(d / "refused")) << fragment;
+  };
+  train::Config chunked = tiny_config(d, 0);  // MoChA from the monotonic model: no chunk energy
+  chunked.train.init_from = d / "tuned/last.ckpt";
+  expect_refused(chunked, "decoder.attention.chunk.v is not in it");
+  train::Config wider = b;
+  wider.model.encoder_hidden = 24;
+  expect_refused(wider, "encoder.lstm0.weight_hh_l0 is [64, 16] in it, [96, 24] here");
+  { std::ofstream(d / "other.tsv") << "a b g\tF E Z\n" << io::read_file(d / "train.tsv"); }
+  train::Config other = b;
+  other.data.train = d / "other.tsv";
+  expect_refused(other, "has 1 input token(s) outside the checkpoint's vocabulary: g");
+}
+
 TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedAndNothingIsOverwritten) {
   TempDir d;
   write_letter_task(d / "train.tsv", 50, 5);

@@ -45,6 +45,15 @@ struct OptimizerConfig {
 struct RunConfig {
   std::string output_dir = "runs/default";
   uint64_t seed = 1;
+  /// A checkpoint whose parameters and buffers (the feature normalisation included) start
+  /// this run instead of random ones: fine-tuning, e.g. 003 Table 4a's SAGMM-fixed from the
+  /// adaptive model. Every parameter and buffer of this run's model must be in it under its
+  /// name with the same shape; the model options may otherwise differ (the attention type,
+  /// ctc_weight, dropout, ...); what this model lacks (e.g. a CTC head) is left out and
+  /// listed. The run keeps the checkpoint's vocabularies (training data with a token outside
+  /// them is refused). Only the model: optimizer, step and random state start afresh. Read
+  /// by a fresh run, ignored by a resumed one (its own last.ckpt). Empty: none.
+  std::string init_from;
   int64_t threads = 2;           ///< shards of each batch trained in parallel, one thread each
                                  ///< (TrainingRun; determinism needs a fixed count)
   int64_t batch_size = 32;
