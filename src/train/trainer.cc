@@ -356,6 +356,10 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   for (size_t q = 0; q < n; ++q) {
     const size_t k = n == sets.size() ? q : q * sets.size() / n;
     const at::Tensor x = t.input_tensor(sets[k].input);  // ids [T], or audio frames [T, F]
+    if (t.takes_audio() && x.size(0) > 0) {
+      const audio::FbankOptions& f = t.config.model.features;
+      r.audio_seconds += (static_cast<double>(x.size(0) - 1) * f.frame_shift_ms + f.frame_length_ms) / 1000;
+    }
     std::vector<int64_t> out;
     if (expected_attention) {
       out = decode_with_expected_alignment(t, x, search).tokens;

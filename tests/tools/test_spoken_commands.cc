@@ -162,6 +162,17 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
   const auto result = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   ASSERT_TRUE(result.contains("word_delay_words")) << r.output;
   EXPECT_LE(result["word_delay_words"].get<int64_t>(), 3 * 3) << r.output;
+  // The real-time factor's audio: the frames cover each waveform to within one 10 ms shift.
+  double audio_seconds = 0;
+  {
+    std::ifstream manifest(d / "corpus/test-3.tsv");
+    for (std::string line; std::getline(manifest, line);) {
+      audio_seconds += audio::read_audio((fs::path(d / "corpus") / line.substr(0, line.find('\t'))).string()).seconds();
+    }
+  }
+  EXPECT_NEAR(result["audio_seconds"].get<double>(), audio_seconds, 3 * 0.010) << r.output;
+  const double rtf = result["seconds"].get<double>() / result["audio_seconds"].get<double>();
+  EXPECT_NEAR(result["real_time_factor"].get<double>(), rtf, 1e-5 * rtf) << r.output;  // 6 digits printed
   // A decode setting of the checkpoint overridden for evaluation (003's long-form rule for
   // this p_eos model); a model setting cannot be.
   r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +

@@ -295,6 +295,7 @@ int run_eval(const EvalArgs& a) {
     std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
               << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
               << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds;
+    if (t.takes_audio()) std::cout << ", \"audio_seconds\": " << r.audio_seconds << ", \"real_time_factor\": " << r.real_time_factor();
     if (greedy_online) {  // null when no output token was emitted at all
       auto value = [&](double v) { return r.latency.sequences > 0 ? std::to_string(v) : std::string("null"); };
       std::cout << ", \"average_proportion\": " << value(r.latency.average_proportion())
@@ -312,6 +313,8 @@ int run_eval(const EvalArgs& a) {
     std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
                 static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
                 100 * r.counts.sequence_error_rate(), r.inputs_per_second());
+    if (t.takes_audio()) std::printf("real-time factor %.4f (%.1f s for %.1f s of audio, features included)\n",
+                                     r.real_time_factor(), r.seconds, r.audio_seconds);
     if (greedy_online && r.latency.sequences > 0) {
       std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
                   "emitted before the end of input\n",

@@ -103,8 +103,15 @@ struct EvalResult {
   /// frame length ms after the start. Empty otherwise.
   io::EmissionDelays word_delays;
   int64_t inputs = 0;
+  /// Wall-clock time of the whole evaluation: reading each input (for audio, its features)
+  /// and decoding it.
   double seconds = 0;
+  /// Audio models: the audio the decoded inputs' feature frames cover, (frames - 1) * frame
+  /// shift + frame length each (the waveform to within one frame shift); 0 otherwise.
+  double audio_seconds = 0;
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
+  /// seconds / audio_seconds (audio models; 0 otherwise): below 1 is faster than real time.
+  double real_time_factor() const { return audio_seconds > 0 ? seconds / audio_seconds : 0; }
 };
 
 /// Where evaluate() shows its progress (mona/io/log.h, counting display, one update per
