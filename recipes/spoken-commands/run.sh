@@ -1,40 +1,56 @@
 #!/usr/bin/env bash
 # The spoken-commands recipe (README.md): makes the corpus, trains the given configurations
-# two at a time (one thread each) and evaluates each on every set, greedy hard online
-# decoding and beam 4 (003's beam), writing runs/spoken-commands/<name>.<set>.<decoding>.json
-# and printing the WER table. Run from the repository root after building (make build):
+# two at a time (one thread each), evaluates each on every set (greedy hard online decoding,
+# beam 4 as 003 does, and greedy decoding with the soft expected alignment; test-long also
+# with 003's long-form rule for models with the EOS frame), writing
+# runs/spoken-commands/<name>.<set>.<decoding>.json, and prints the tables of the README.
+# Run from the repository root after building (make build):
 #
 #   bash recipes/spoken-commands/run.sh [CONFIG_NAME ...]     # default: every configs/*.yaml
 #
+# Configurations with train.init_from (fine-tuning) are trained after the others.
 # Environment: BUILD (default build), CORPUS_ARGS (extra mona-make-spoken-commands flags).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/two-at-a-time.sh"
 BUILD=${BUILD:-build}
 mona="$BUILD/bin/mona"
 data=data/cache/spoken-commands
+configs_dir=recipes/spoken-commands/configs
 out=runs/spoken-commands
 sets=(dev test-3 test-7 test-10 test-15 test-20 test-long real)
+decodings=(greedy beam4 expected)
 configs=("$@")
 if [[ ${#configs[@]} -eq 0 ]]; then
-  for f in recipes/spoken-commands/configs/*.yaml; do configs+=("$(basename "$f" .yaml)"); done
+  for f in "$configs_dir"/*.yaml; do configs+=("$(basename "$f" .yaml)"); done
 fi
+first=() then=()
+for name in "${configs[@]}"; do
+  if grep -q '^ *init_from:' "$configs_dir/$name.yaml"; then then+=("$name"); else first+=("$name"); fi
+done
 
-# 20,000 training utterances (about 31 hours of audio): README.md says why.
+# 6,000 training utterances of 5-9 words (9.4 hours of audio), 200 dev, 100 per test
+# length, 10 long: README.md says why.
 "$BUILD/bin/mona-make-spoken-commands" --words recipes/spoken-commands/words.txt --out-dir "$data" \
-  --train 20000 --dev 500 --test 500 --long 50 ${CORPUS_ARGS:-}
+  --train 6000 --dev 200 --test 100 --long 10 ${CORPUS_ARGS:-}
 
 train_one() {
-  "$mona" train "recipes/spoken-commands/configs/$1.yaml" --overwrite > "$out/$1.train.txt" 2> "$out/$1.progress.txt"
+  "$mona" train "$configs_dir/$1.yaml" --overwrite > "$out/$1.train.txt" 2> "$out/$1.progress.txt"
 }
 eval_one() {
   local name=$1 ckpt="$out/$1/best.ckpt"
   for set in "${sets[@]}"; do
     "$mona" eval "$ckpt" "$data/$set.tsv" --beam 0 --json > "$out/$name.$set.greedy.json"
     "$mona" eval "$ckpt" "$data/$set.tsv" --beam 4 --json > "$out/$name.$set.beam4.json"
+    "$mona" eval "$ckpt" "$data/$set.tsv" --beam 0 --expected --json > "$out/$name.$set.expected.json"
   done
+  if grep -q '^ *p_eos:' "$configs_dir/$name.yaml"; then  # 003 sec. 4.2: </s> only once the last entry is reached
+    "$mona" eval "$ckpt" "$data/test-long.tsv" --beam 0 --set decode.eos_only_at_last_entry=true --json \
+      > "$out/$name.test-long.greedy-rule.json"
+  fi
 }
 mkdir -p "$out"
-two_at_a_time train_one "${configs[@]}"
+two_at_a_time train_one "${first[@]}"
+if [[ ${#then[@]} -gt 0 ]]; then two_at_a_time train_one "${then[@]}"; fi
 two_at_a_time eval_one "${configs[@]}"
 
 # A table's header: | model | $1 | one column per set |
@@ -45,27 +61,45 @@ header() {
   for set in "${sets[@]}"; do printf ' --- |'; done
   printf '\n'
 }
-wer() { sed -n 's/.*"token_error_rate": \([0-9.eE+-]*\).*/\1/p' "$1" | awk '{ printf "%.2f", 100 * $1 }'; }
+# A number of a JSON result file (empty when the file or the field is missing).
+field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" 2> /dev/null; }
+wer() { field "$1" token_error_rate | awk '{ printf "%.2f", 100 * $1 }'; }
 header decoding
 for name in "${configs[@]}"; do
-  for d in greedy beam4; do
+  for d in "${decodings[@]}"; do
     printf '| %s | %s |' "$name" "$d"
     for set in "${sets[@]}"; do printf ' %s |' "$(wer "$out/$name.$set.$d.json")"; done
     printf '\n'
   done
 done
 
+# 003's targets and the issue's, per model (greedy online decoding; soft attention:
+# its hard decoding is its only decoding): test-20 / test-7 and test-long / test-7 WER,
+# test-long with the long-form rule, and what the run cost.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+printf '\n| model | test-20 / test-7 | test-long / test-7 | test-long, long-form rule | steps | training (min) | real-time factor (test-20, greedy) |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- |\n'
+for name in "${configs[@]}"; do
+  w7=$(wer "$out/$name.test-7.greedy.json") w20=$(wer "$out/$name.test-20.greedy.json")
+  wl=$(wer "$out/$name.test-long.greedy.json") rule=$(wer "$out/$name.test-long.greedy-rule.json")
+  last=$(grep '"event":"train"' "$out/$name/train.jsonl" 2> /dev/null | tail -1)
+  steps=$(sed -n 's/.*"step":\([0-9]*\).*/\1/p' <<< "$last")
+  minutes=$(sed -n 's/.*"minutes":\([0-9.eE+-]*\).*/\1/p' <<< "$last" | awk '{ printf "%.1f", $1 }')
+  rtf=$(field "$out/$name.test-20.greedy.json" real_time_factor | awk '{ printf "%.4f", $1 }')
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$(ratio "$w20" "$w7")" "$(ratio "$wl" "$w7")" \
+    "${rule:--}" "${steps:--}" "${minutes:--}" "${rtf:--}"
+done
+
 # Streaming latency of greedy online decoding: the emission delay after each recognised
 # word's end in the audio (mona eval reads <set>.words.tsv beside the manifest), mean / 90th
 # percentile in ms.
-field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" | awk '{ printf "%.0f", $1 }'; }
 printf '\n'
 header 'emission delay (ms, mean / p90)'
 for name in "${configs[@]}"; do
   printf '| %s | greedy |' "$name"
   for set in "${sets[@]}"; do
-    f="$out/$name.$set.greedy.json" mean="" p90=""
-    mean=$(field "$f" word_delay_ms_mean) p90=$(field "$f" word_delay_ms_p90)
+    f="$out/$name.$set.greedy.json"
+    mean=$(field "$f" word_delay_ms_mean | awk '{ printf "%.0f", $1 }') p90=$(field "$f" word_delay_ms_p90 | awk '{ printf "%.0f", $1 }')
     printf ' %s / %s |' "${mean:--}" "${p90:--}"  # real.tsv has no word times
   done
   printf '\n'

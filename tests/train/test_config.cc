@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <string>
@@ -38,6 +39,7 @@ model:
   decoder_hidden: 19
   dropout: 0.25
   p_eos: 0.125
+  ctc_weight: 0.375
   features: {sample_rate: 8000, frame_length_ms: 20, frame_shift_ms: 12.5, dither: 0.5, preemphasis: 0.5,
              remove_dc_offset: false, window: hamming, blackman_coeff: 0.5, round_to_power_of_two: false,
              num_mel_bins: 30, low_freq: 40, high_freq: -100, energy_floor: 0.25, use_energy: true,
@@ -56,6 +58,7 @@ model:
 train:
   output_dir: somewhere
   seed: 9
+  init_from: elsewhere/best.ckpt
   threads: 1
   batch_size: 5
   max_steps: 77
@@ -95,6 +98,8 @@ TEST(Config, EveryKeyIsReadIntoItsFieldAndWrittenBack) {
   EXPECT_EQ(c.model.input_kind, "features");
   EXPECT_EQ(c.model.decoder_hidden, 19);
   EXPECT_EQ(c.model.p_eos, 0.125);
+  EXPECT_EQ(c.model.ctc_weight, 0.375);
+  EXPECT_EQ(c.train.init_from, "elsewhere/best.ckpt");
   EXPECT_EQ(c.model.attention, "sagmm-fixed");
   EXPECT_EQ(c.model.attention_options.tau, 0.25);
   EXPECT_EQ(c.model.attention_options.chunk_size, 3);
@@ -204,6 +209,26 @@ TEST(Config, CheckpointsOfEarlierVersionsAreMigrated) {
   const std::string before = io::to_yaml_text(now);
   train::migrate_config(now);
   EXPECT_EQ(io::to_yaml_text(now), before);
+}
+
+// Every configuration the recipes ship (recipes/*/configs/*.yaml and recipes/*/demo.yaml)
+// is read and validated: a key renamed or a value out of range in mona breaks this test, not
+// a user's run an hour in.
+TEST(Config, EveryRecipeConfigurationLoads) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  for (const auto& recipe : fs::directory_iterator(MONA_RECIPES)) {
+    if (fs::exists(recipe.path() / "demo.yaml")) files.push_back(recipe.path() / "demo.yaml");
+    if (!fs::is_directory(recipe.path() / "configs")) continue;
+    for (const auto& f : fs::directory_iterator(recipe.path() / "configs")) {
+      if (f.path().extension() == ".yaml") files.push_back(f.path());
+    }
+  }
+  EXPECT_GE(files.size(), 15u) << "the G2P and spoken-commands recipes' configurations";
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    EXPECT_NO_THROW(train::load_config(f.string()).validate());
+  }
 }
 
 }  // namespace
