@@ -382,7 +382,7 @@ void GmmAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& m
     next = std::make_shared<GmmHardState>();
   }
   HardStepOutput step = hard_step(query, memory, *next);
-  if (step.status == core::ScanStatus::kChose) state.t = step.index;
+  if (step.status != core::ScanStatus::kNeedMoreInput) state.t = step.index;
   state.extension = std::move(next);
   if (step.status == core::ScanStatus::kNeedMoreInput) {  // keep out's tensors, as documented
     step.context = std::move(out.context);
@@ -507,6 +507,10 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
       end = std::max(end, state.end[h]);
     }
   }
+  // Every window empty with every mean past the last position of a finished input: the
+  // attention ran off the end of the memory (kExhausted below). An empty window with a mean
+  // inside the memory (between two positions) stays kChose.
+  bool past_the_end = end <= begin && memory.finished() && n > 0;
   if (end <= begin) begin = end = 0;
   const at::Tensor values = memory.values();
   const auto vopt = n > 0 ? values.options() : query.options();
@@ -518,8 +522,9 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     }
     state.mu[h] += steps.data_ptr<double>()[h];
     state.done[h] = 0;
+    past_the_end = past_the_end && state.mu[h] > pos.nu[h][static_cast<size_t>(n - 1)];
   }
-  out.status = core::ScanStatus::kChose;
+  out.status = past_the_end ? core::ScanStatus::kExhausted : core::ScanStatus::kChose;
   out.weights = w.to(vopt.dtype());
   out.begin = begin;
   out.index = end - 1;

@@ -180,7 +180,11 @@ void check_streaming(bool sa, GmmWindow w, int64_t heads, uint64_t seed) {
         if (++fed == T) om.finish();
         continue;
       }
-      ASSERT_EQ(r.status, core::ScanStatus::kChose);
+      ASSERT_NE(r.status, core::ScanStatus::kNeedMoreInput);
+      if (r.status == core::ScanStatus::kExhausted) {  // window past the end: nothing attended
+        EXPECT_TRUE(om.finished());
+        EXPECT_EQ(r.index, -1);
+      }
       early += !om.finished();
       // Other arithmetic than forward(): the online step sums the window's weights in double
       // scalar code, forward() with tensor ops; float64, T = 30 frames: rounding ~1e-16
@@ -214,6 +218,44 @@ TEST(GmmAttentionModule, StreamingEqualsOffline) {
     for (GmmWindow w : kWindows) {
       for (int64_t heads : {1, 2}) check_streaming(sa, w, heads, 10 + heads);
     }
+  }
+}
+
+// A mean that has moved past the last position of a finished input (SAGMM-tr's window
+// beyond the end) is reported as kExhausted (zero context, index -1), so that 003's
+// long-form rule lets </s> through; an empty window while the input may still grow, or with
+// a mean inside the memory, is not. Steps of one fixed query move mu by the same amount each
+// time, so the mean passes the end after a bounded number of steps.
+TEST(GmmAttentionModule, WindowPastTheEndOfAFinishedInputIsExhausted) {
+  for (int64_t heads : {1, 2}) {
+    SCOPED_TRACE(heads);
+    torch::manual_seed(4);
+    auto att = make(/*source_aware=*/true, GmmWindow::kAdaptive, heads);
+    const int64_t T = 6;
+    const auto h = torch::randn({T, 4}, torch::kDouble);
+    const auto q = torch::randn({3}, torch::kDouble);
+    nn::OnlineMemory om;
+    for (int64_t j = 0; j < T; ++j) att->extend(om, h[j]);
+    om.finish();
+    nn::GmmHardState st;
+    int64_t chose = 0, exhausted = 0;
+    for (int step = 0; step < 2000 && exhausted < 3; ++step) {
+      const auto r = att->hard_step(q, om, st);
+      ASSERT_NE(r.status, ScanStatus::kNeedMoreInput);
+      bool past = r.weights.numel() == 0;
+      for (int64_t k = 0; k < heads; ++k) past = past && st.mu[k] > st.positions->nu[k][T - 1];
+      EXPECT_EQ(r.status == ScanStatus::kExhausted, past) << "step " << step;
+      if (r.status == ScanStatus::kExhausted) {
+        ++exhausted;
+        EXPECT_EQ(r.index, -1);
+        EXPECT_EQ(r.context.abs().sum().item<double>(), 0.0);
+      } else {
+        EXPECT_EQ(exhausted, 0) << "once past the end, every later step is";
+        ++chose;
+      }
+    }
+    EXPECT_GT(chose, 0);
+    EXPECT_EQ(exhausted, 3) << "the mean never passed the end";
   }
 }
 

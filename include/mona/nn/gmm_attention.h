@@ -35,8 +35,11 @@
 //       step above on the copy and stores the copy as a new extension, so copies of a
 //       HardState (beam hypotheses) never alias mutable data. HardState::t is set to the
 //       last frame of the emitted window (-1 for an empty window); resume and exhausted
-//       are unused (GMM never runs off the end: a mean past the last frame gives an empty
-//       window and a zero context).
+//       are unused. A mean past the last frame gives an empty window and a zero context;
+//       when every head's mean lies past the last position of a finished input the step
+//       reports kExhausted (it read the whole memory and chose nothing, as a monotonic scan
+//       that runs off the end), so that 003's long-form rule (SearchOptions::
+//       eos_only_at_last_entry) allows </s> once SAGMM-tr's window has passed the end.
 // Copy cost: per-frame positions nu / delta depend only on the frames, not on the
 // hypothesis, so they live in a GmmPositions object shared (std::shared_ptr) by every copy
 // of a state: append-only, frame j's values never change once computed, and a step that
@@ -159,6 +162,9 @@ class GmmAttention : public Attention {
   using Attention::hard_step;
   /// Linear-time online step. HardStepOutput.begin/index span the union of the heads'
   /// windows, weights are the mixture weights over it; monotonic_energies counts frames read.
+  /// Status kChose, or kExhausted for an input that is finished when every head's window
+  /// is empty and its mean lies past the head's last position nu_{n-1} (zero context,
+  /// index -1, mu advanced as for kChose); kNeedMoreInput while a window may still grow.
   HardStepOutput hard_step(const at::Tensor& query, const OnlineMemory& memory,
                            GmmHardState& state);
   bool is_online() const override { return window_.window != core::GmmWindow::kNone; }
