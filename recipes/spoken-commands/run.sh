@@ -3,7 +3,8 @@
 # two at a time (one thread each), evaluates each on every set (greedy hard online decoding,
 # beam 4 as 003 does, and greedy decoding with the soft expected alignment; test-long also
 # with 003's long-form rule for models with the EOS frame), writing
-# runs/spoken-commands/<name>.<set>.<decoding>.json, and prints the tables of the README.
+# runs/spoken-commands/<name>.<set>.<decoding>.json, plots the alignment of one test-20
+# utterance for soft attention, MoChA and SAGMM-tr, and prints the tables of the README.
 # Run from the repository root after building (make build):
 #
 #   bash recipes/spoken-commands/run.sh [CONFIG_NAME ...]     # default: every configs/*.yaml
@@ -52,6 +53,16 @@ mkdir -p "$out"
 two_at_a_time train_one "${first[@]}"
 if [[ ${#then[@]} -gt 0 ]]; then two_at_a_time train_one "${then[@]}"; fi
 two_at_a_time eval_one "${configs[@]}"
+
+# Alignment plots of the first test-20 utterance, its reference forced (mona plot): soft
+# attention, MoChA and SAGMM-tr when they were trained.
+first20=$(head -1 "$data/test-20.tsv")
+for name in soft mocha sagmm_tr; do
+  if [[ -f "$out/$name/best.ckpt" ]]; then
+    "$mona" plot "$out/$name/best.ckpt" "$data/$(cut -f1 <<< "$first20")" --reference "$(cut -f2 <<< "$first20")" \
+      -o "$out/alignment_${name}_test-20.png"
+  fi
+done
 
 # A table's header: | model | $1 | one column per set |
 header() {
