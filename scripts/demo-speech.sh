@@ -6,7 +6,7 @@
 #      words, 100 test utterances per length; recipes/spoken-commands: every
 #      English voice of the three synthesizers, test speakers held out; cached under
 #      data/cache/spoken-commands-demo, so a second run skips it)
-#   3. trains a small streaming model (recipes/spoken-commands/demo.yaml: MoChA with 003's
+#   3. trains a small streaming model (recipes/spoken-commands/demo.yaml: SAGMM-tr with 003's
 #      EOS frame and long-form rule, at most train.max_minutes of training)
 #   4. prints the test WER per utterance length (3, 7, 10, 15 and 20 words; trained on 1-4)
 #      and on Debian's real recordings (pocketsphinx-testdata)
