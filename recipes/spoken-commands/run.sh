@@ -10,7 +10,8 @@
 #   bash recipes/spoken-commands/run.sh [CONFIG_NAME ...]     # default: every configs/*.yaml
 #
 # Configurations with train.init_from (fine-tuning) are trained after the others.
-# Environment: BUILD (default build), CORPUS_ARGS (extra mona-make-spoken-commands flags).
+# Environment: BUILD (default build), CORPUS_ARGS (extra mona-make-spoken-commands flags),
+# TRAIN=0 (use the runs there are, train nothing), EVAL=0 (tabulate the results there are).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/two-at-a-time.sh"
 BUILD=${BUILD:-build}
@@ -50,9 +51,11 @@ eval_one() {
   fi
 }
 mkdir -p "$out"
-two_at_a_time train_one "${first[@]}"
-if [[ ${#then[@]} -gt 0 ]]; then two_at_a_time train_one "${then[@]}"; fi
-two_at_a_time eval_one "${configs[@]}"
+if [[ ${TRAIN:-1} != 0 ]]; then
+  two_at_a_time train_one "${first[@]}"
+  if [[ ${#then[@]} -gt 0 ]]; then two_at_a_time train_one "${then[@]}"; fi
+fi
+if [[ ${EVAL:-1} != 0 ]]; then two_at_a_time eval_one "${configs[@]}"; fi
 
 # Alignment plots of the first test-20 utterance, its reference forced (mona plot): soft
 # attention, MoChA and SAGMM-tr when they were trained.
