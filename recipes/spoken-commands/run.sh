@@ -88,7 +88,7 @@ header() {
   printf '\n'
 }
 # A number of a JSON result file (empty when the file or the field is missing).
-field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" 2> /dev/null; }
+field() { if [[ -s $1 ]]; then sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1"; fi; }
 wer() { field "$1" token_error_rate | awk '{ printf "%.2f", 100 * $1 }'; }
 header decoding
 for name in "${configs[@]}"; do
@@ -108,7 +108,7 @@ printf '| --- | --- | --- | --- | --- | --- | --- |\n'
 for name in "${configs[@]}"; do
   w7=$(wer "$out/$name.test-7.greedy.json") w20=$(wer "$out/$name.test-20.greedy.json")
   wl=$(wer "$out/$name.test-long.greedy.json") rule=$(wer "$out/$name.test-long.greedy-rule.json")
-  last=$(grep '"event":"train"' "$out/$name/train.jsonl" 2> /dev/null | tail -1)
+  last=$(grep -s '"event":"train"' "$out/$name/train.jsonl" | tail -1 || true)
   steps=$(sed -n 's/.*"step":\([0-9]*\).*/\1/p' <<< "$last")
   minutes=$(sed -n 's/.*"minutes":\([0-9.eE+-]*\).*/\1/p' <<< "$last" | awk '{ printf "%.1f", $1 }')
   rtf=$(field "$out/$name.test-20.greedy.json" real_time_factor | awk '{ printf "%.4f", $1 }')
