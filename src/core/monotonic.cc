@@ -4,7 +4,13 @@
 #include "mona/core/monotonic.h"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "parallel.h"
 #include "targets.h"

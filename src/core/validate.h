@@ -82,6 +82,14 @@ void check_nonnegative(const char* kernel, const char* name, const T* x, const V
                [](T v) { return (v >= T(0)) & ((v - v) == T(0)); });
 }
 
+/// For kernels that check their values as they read them and, when a check fails, run the
+/// full checks above to name the entry: reached only if those found nothing, which would
+/// be a bug in mona.
+[[noreturn]] inline void internal_check_failed(const char* kernel) {
+  mona::detail::fail(kernel, ": internal error: a value check failed while reading the "
+                     "inputs, but not when they were checked again");
+}
+
 /// A [B, T] tensor seen as a grid of one row per batch element ([B, 1, T]), rank 2.
 /// Keep the result as a ValueGrid (auto), not a Grid, or errors name [b, 0, j].
 inline ValueGrid rows_grid(int64_t batch, int64_t in_len, const int64_t* in_lens) {

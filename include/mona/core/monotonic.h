@@ -39,10 +39,17 @@
 //   null pointers for required arguments; negative sizes; lengths outside [0, T] / [0, U];
 //   p outside [0, 1] or NaN in the valid region; alpha0 / alpha_prev, and the backward
 //   pass's saved alpha, negative or non-finite in the valid region; grad_alpha non-finite.
+//   The full-grid kernels check p, grad_alpha and alpha as they read them, so when they
+//   throw for one of those the outputs hold unspecified values.
 //
-// Threads: batch elements are processed in parallel with OpenMP (heads should be folded
-// into the batch dimension). No allocation happens in the loops; the backward pass
-// allocates one [B, T] buffer per call only when grad_alpha0 is null.
+// Layout of the work: the full-grid kernels run 2, 4 or 8 batch elements at once, one per
+// lane of the widest vector of doubles the CPU has (float inputs are carried in double),
+// grouped by input length; a group runs to its longest row without reading padding.
+//
+// Threads: groups of batch elements are processed in parallel with OpenMP (heads should be
+// folded into the batch dimension). No allocation happens in the loops; each full-grid call
+// allocates its per-thread rows (a few [T] vectors) and, in the backward pass when
+// grad_alpha0 is null, one [B, T] buffer.
 #pragma once
 
 #include <cstdint>
