@@ -597,20 +597,19 @@ int main(int argc, char** argv) {
   line();
 
   // Time over the copy bound: how far fwd+bwd is from moving its arrays once at the copy
-  // probe's bandwidth (issue 22's target: at most 2.5x).
-  double worst_copy_ratio = NAN;
-  std::string worst_copy_where;
+  // probe's bandwidth, the largest per op (issue 22's target, at most 2.5x, is the expected
+  // alignment's; MoChA's is reported beside it).
+  std::map<std::string, std::pair<double, std::string>> worst_copy;  // op -> (ratio, where)
   for (const auto& r : g_train) {
     if (r.op == "copy" || r.impl != "mona" || !copy_big || r.gbps <= 0) continue;
     const double ratio = copy_big->gbps / r.gbps;
-    if (!(ratio <= worst_copy_ratio)) {
-      worst_copy_ratio = ratio;
-      worst_copy_where = r.op + " " + std::to_string(r.B) + "x" + std::to_string(r.U) + "x" + std::to_string(r.T) + " " + r.which;
+    auto& w = worst_copy.try_emplace(r.op, NAN, "").first->second;
+    if (!(ratio <= w.first)) {
+      w = {ratio, std::to_string(r.B) + "x" + std::to_string(r.U) + "x" + std::to_string(r.T) + " " + r.which};
     }
   }
   // Optional (--train-threads2): the same kernels with two threads (OpenMP over the batch).
-  double worst_thread_speedup = NAN;
-  std::string worst_thread_where;
+  std::map<std::string, std::pair<double, std::string>> worst_thread;  // op -> (speedup, where)
   if (arg.count("train-threads2")) {
     const Table t = read_csv(arg["train-threads2"]);
     const int co = t.col("op"), ci = t.col("impl"), cc = t.col("case"), cb = t.col("B"), cu = t.col("U"),
@@ -624,10 +623,8 @@ int main(int argc, char** argv) {
       const TrainRow* one = find_train(r[co], "mona", r[cc], std::stoll(r[cb]), std::stoll(r[cu]), std::stoll(r[ct]));
       if (!one) continue;
       const double two_ns = std::stod(r[cr]), sp = one->real_ns / two_ns;
-      if (!(sp >= worst_thread_speedup)) {
-        worst_thread_speedup = sp;
-        worst_thread_where = r[co] + " " + r[cb] + "x" + r[cu] + "x" + r[ct] + " " + r[cc];
-      }
+      auto& w = worst_thread.try_emplace(r[co], NAN, "").first->second;
+      if (!(sp >= w.first)) w = {sp, r[cb] + "x" + r[cu] + "x" + r[ct] + " " + r[cc]};
       line("| " + std::string(r[co] == "alignment" ? "expected alignment" : "MoChA beta (w=4)") + " | [" + r[cb] +
            ", " + r[cu] + ", " + r[ct] + "] | " + r[cc] + " | " + fmt(one->real_ns / 1e6) + " | " + fmt(two_ns / 1e6) +
            " | " + fixed(sp, 2) + "x |");
@@ -770,11 +767,23 @@ int main(int argc, char** argv) {
                  ms.first, 10, true, "x");
   }
   verdict_line("training kernels, largest mona error (output or gradient, all cases; " + verdict.worst_err + ")", verdict.max_err, 1e-5, false, "");
-  verdict_line("training kernels, largest fwd+bwd time over the copy bound, one thread (" + worst_copy_where + ")",
-               worst_copy_ratio, 2.5, false, "x");
-  if (arg.count("train-threads2")) {
-    verdict_line("training kernels, smallest 2-thread speedup (" + worst_thread_where + ")", worst_thread_speedup, 1.6,
-                 true, "x");
+  for (const auto& [op, w] : worst_copy) {
+    const std::string what = (op == "alignment" ? "expected alignment" : "MoChA beta (w=4)") +
+                             std::string(" fwd+bwd, largest time over the copy bound, one thread (") + w.second + ")";
+    if (op == "alignment") {
+      verdict_line(what, w.first, 2.5, false, "x");
+    } else {
+      line("- " + what + ": **" + fmt(w.first) + "x** (reported; the 2.5x target is the expected alignment's).");
+    }
+  }
+  for (const auto& [op, w] : worst_thread) {
+    const std::string what = (op == "alignment" ? "expected alignment" : "MoChA beta (w=4)") +
+                             std::string(" fwd+bwd, smallest 2-thread speedup (") + w.second + ")";
+    if (op == "alignment") {
+      verdict_line(what, w.first, 1.6, true, "x");
+    } else {
+      line("- " + what + ": **" + fmt(w.first) + "x** (reported; the 1.6x target is the expected alignment's).");
+    }
   }
   if (!g2p.empty()) {
     verdict_line("G2P training, mona 2 threads / 1 thread (medians)", g2p["mona,2"].second / g2p["mona,1"].second,
