@@ -64,6 +64,7 @@ struct Shape {
 struct Inputs {
   at::Tensor p, g_align;       // [B, U, T] float32
   at::Tensor alpha, u, g_beta;  // MoChA inputs, float32
+  at::Tensor alpha_prev;        // MAtChA's: row i holds alpha_{i-1} (row 0 the delta at j = 0)
   std::vector<long double> p64, alpha64, u64;
 };
 
@@ -184,6 +185,9 @@ Inputs make_inputs(const Shape& s, const std::string& which, uint64_t seed) {
   in.u = at::randn(sz, at::kFloat) * (which == "normal" ? 1.0 : 30.0);
   in.u64 = to_ld(in.u);
   in.g_beta = at::randn(sz, at::kFloat);
+  in.alpha_prev = at::zeros(sz, at::kFloat);
+  in.alpha_prev.select(1, 0).select(1, 0).fill_(1.0);
+  if (s.U > 1) in.alpha_prev.narrow(1, 1, s.U - 1).copy_(in.alpha.narrow(1, 0, s.U - 1));
   return in;
 }
 
@@ -238,6 +242,14 @@ Outputs run(const std::string& op, const std::string& impl, const Inputs& in) {
     auto g = torch::autograd::grad({alpha}, {p}, {in.g_align});
     return {alpha, g};
   }
+  if (op == "matcha") {  // mona only: no closed form in plain ATen ops at these sizes
+    at::Tensor a = in.alpha_prev.detach().clone().requires_grad_(true);
+    at::Tensor p = in.p.detach().clone().requires_grad_(true);
+    at::Tensor u = in.u.detach().clone().requires_grad_(true);
+    at::Tensor beta = mona::nn::matcha_chunkwise(a, p, u);
+    auto g = torch::autograd::grad({beta}, {a, p, u}, {in.g_beta});
+    return {beta, g};
+  }
   at::Tensor a = in.alpha.detach().clone().requires_grad_(true);
   at::Tensor u = in.u.detach().clone().requires_grad_(true);
   at::Tensor beta = impl == "mona" ? mona::nn::mocha_chunkwise(a, u, kW) : aten_mocha(a, u, kW);
@@ -267,9 +279,15 @@ void compare(const at::Tensor& t, const std::vector<long double>& ref, double& e
 
 Accuracy accuracy(const std::string& op, const std::string& impl, const Inputs& in,
                   const Shape& s) {
+  Accuracy acc;
+  if (op == "matcha") {
+    // No reference at these sizes (tests/reference/matcha_reference.h is O(T^3) per row and
+    // more; tests/core/test_matcha.cc compares with it on small grids).
+    acc.err_out = acc.err_grad = acc.ref_out = acc.ref_grad = NAN;
+    return acc;
+  }
   torch::manual_seed(0);
   const Outputs o = run(op, impl, in);
-  Accuracy acc;
   if (op == "alignment") {
     std::vector<long double> alpha, gp;
     ref_alignment(in.p64, s, in.g_align.data_ptr<float>(), alpha, gp);
@@ -339,12 +357,17 @@ void register_all() {
     for (const std::string which : {"normal", "hard"}) {
       g_inputs[s.str() + "/" + which] = make_inputs(s, which, seed++);
       const Inputs& in = g_inputs[s.str() + "/" + which];
-      for (const std::string op : {"alignment", "mocha"}) {
+      for (const std::string op : {"alignment", "mocha", "matcha"}) {
         for (const std::string impl : {"mona", "aten"}) {
+          if (op == "matcha" && impl == "aten") continue;
           Point p{op, impl, which, s, 0, 0, {}};
-          p.iters = q ? 2 : (impl == "mona" ? 30 : 5);
+          // MAtChA costs O(T^2) per row: 6-11 s per fwd+bwd at these shapes.
+          p.iters = q ? 2 : (op == "matcha" ? 1 : (impl == "mona" ? 30 : 5));
           const double n = static_cast<double>(s.B * s.U * s.T);
-          p.bytes = n * sizeof(float) * (op == "alignment" ? 6 : 8);
+          // Arrays read or written once each: alignment p, alpha | grad_alpha, p, alpha,
+          // grad_p; MoChA alpha, u, beta | grad_beta, alpha, u, grad_alpha, grad_u; MAtChA
+          // alpha_prev, p, u, beta | grad_beta, alpha_prev, p, u, beta, and three gradients.
+          p.bytes = n * sizeof(float) * (op == "alignment" ? 6 : op == "mocha" ? 8 : 12);
           p.acc = accuracy(op, impl, in, s);
           const std::string name = "train/" + op + "/" + impl + "/" + s.str() + "/" + which;
           add(name, p, benchmark::RegisterBenchmark(name.c_str(), bm_train, name));
