@@ -72,9 +72,10 @@ Case random_case(Random& rng, int64_t max_T = 8) {
   return c;
 }
 
-// Chunk sizes exercised for a memory of T entries: small, w > T, and absurdly large.
+// Chunk sizes exercised for a memory of T entries: small (2, 4 and 8 take the kernels'
+// fused code, the others the general code), w > T, and absurdly large.
 std::vector<int64_t> chunk_sizes(int64_t T) {
-  return {1, 2, 3, 5, T + 3, std::numeric_limits<int64_t>::max()};
+  return {1, 2, 3, 4, 5, 8, T + 3, std::numeric_limits<int64_t>::max()};
 }
 
 template <class T>
