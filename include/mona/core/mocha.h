@@ -43,8 +43,8 @@
 // inputs or each other.
 //
 // Cost: O(T_b * min(w, T_b)) time per row (one exp per (chunk, entry) pair, evaluated in
-// SIMD by elementwise loops over the row, docs/math/mocha.md 2.4); (w + 2) T scratch values
-// per thread, allocated once per call.
+// SIMD by elementwise loops over the row, fused into one loop per quantity for w = 2, 4, 8,
+// docs/math/mocha.md 2.4); (w + 2) T scratch values per thread, allocated once per call.
 //
 // Errors (mona::Error, message names the kernel, the argument and the value found):
 //   w < 1; null pointers for required arguments (when the grid is non-empty); negative
