@@ -7,9 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "parallel.h"
 #include "targets.h"

@@ -9,9 +9,6 @@
 #include <utility>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "parallel.h"
 #include "targets.h"
