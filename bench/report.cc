@@ -785,24 +785,22 @@ int main(int argc, char** argv) {
                  ms.first, 10, true, "x");
   }
   verdict_line("training kernels, largest mona error (output or gradient, all cases; " + verdict.worst_err + ")", verdict.max_err, 1e-5, false, "");
-  for (const auto& [op, w] : worst_copy) {
-    const std::string what = (op_label(op)) +
-                             std::string(" fwd+bwd, largest time over the copy bound, one thread (") + w.second + ")";
-    if (op == "alignment") {
-      verdict_line(what, w.first, 2.5, false, "x");
-    } else {
-      line("- " + what + ": **" + fmt(w.first) + "x** (reported; the 2.5x target is the expected alignment's).");
+  // Issue 22's kernel targets are the expected alignment's; MoChA and MAtChA are reported
+  // the same way, without a verdict.
+  auto per_op = [&](const std::map<std::string, std::pair<double, std::string>>& worst,
+                    const std::string& measure, double target, bool at_least) {
+    for (const auto& [op, w] : worst) {
+      const std::string what = op_label(op) + " fwd+bwd, " + measure + " (" + w.second + ")";
+      if (op == "alignment") {
+        verdict_line(what, w.first, target, at_least, "x");
+      } else {
+        line("- " + what + ": **" + fmt(w.first) + "x** (reported; the target of " + fmt(target) +
+             "x is the expected alignment's).");
+      }
     }
-  }
-  for (const auto& [op, w] : worst_thread) {
-    const std::string what = (op_label(op)) +
-                             std::string(" fwd+bwd, smallest 2-thread speedup (") + w.second + ")";
-    if (op == "alignment") {
-      verdict_line(what, w.first, 1.6, true, "x");
-    } else {
-      line("- " + what + ": **" + fmt(w.first) + "x** (reported; the 1.6x target is the expected alignment's).");
-    }
-  }
+  };
+  per_op(worst_copy, "largest time over the copy bound, one thread", 2.5, false);
+  per_op(worst_thread, "smallest 2-thread speedup", 1.6, true);
   if (!g2p.empty()) {
     verdict_line("G2P training, mona 2 threads / 1 thread (medians)", g2p["mona,2"].second / g2p["mona,1"].second,
                  1.6, true, "x");
