@@ -7,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-
 #include "parallel.h"
 #include "targets.h"
 #include "validate.h"

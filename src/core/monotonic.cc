@@ -4,11 +4,10 @@
 #include "mona/core/monotonic.h"
 
 #include <algorithm>
-#include <cstring>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <vector>
-
 
 #include "parallel.h"
 #include "targets.h"
