@@ -54,6 +54,10 @@ double MinRunReporter::counter(const Run& r, const char* name) {
 
 int write_csv(const char* program, const std::string& path, const std::string& text,
               std::size_t rows) {
+  if (rows == 0) {  // --benchmark_list_tests, or a filter that matched nothing
+    std::printf("%s: nothing measured; %s not written\n", program, path.c_str());
+    return 0;
+  }
   try {
     io::write_file_atomic(path, text);
   } catch (const std::exception& e) {

@@ -43,7 +43,9 @@ class MinRunReporter : public benchmark::ConsoleReporter {
 };
 
 /// Writes `text` to `path` atomically and prints "<program>: wrote <rows> rows to <path>";
-/// on failure prints the error (naming the path) and returns 1, else 0.
+/// on failure prints the error (naming the path) and returns 1, else 0. With rows = 0
+/// (--benchmark_list_tests, or a filter that matched nothing) writes nothing, so that an
+/// earlier run's file is never replaced by an empty one, and says so.
 int write_csv(const char* program, const std::string& path, const std::string& text,
               std::size_t rows);
 
