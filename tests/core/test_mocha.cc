@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "mona/core/monotonic.h"
@@ -750,6 +751,69 @@ void check_errors() {
                "mocha_chunkwise_backward: grad_beta: expected finite values, got nan at [0, 1, 0]");
   expect_error(bwd(g_inf.data(), alpha.data(), u.data(), ga.data(), gu.data(), grid, 2),
                "grad_beta: expected finite values, got inf at [0, 0, 0]");
+}
+
+// The kernels check alpha, u and grad_beta row by row as they read them: a bad value at
+// any valid entry of a ragged batch is reported with its index, the first bad argument in
+// the order grad_beta, alpha, u, for the fused (w = 4) and the general (w = 3) rows, and
+// padding is never read.
+TEST(MochaErrors, EveryValidEntryIsCheckedAndPaddingIsNot) {
+  Case c;
+  c.B = 3;
+  c.U = 4;
+  c.T = 6;
+  c.in_lens = {6, 3, 0};
+  c.out_lens = {4, 2, 3};
+  const Grid grid = c.grid();
+  const size_t n = c.numel();
+  std::vector<double> alpha(n, 0.25), u(n, 0.5), g(n, 1.0), beta(n), ga(n), gu(n);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  int64_t valid = 0;
+  for (int64_t w : {3, 4}) {
+    auto fwd = [&] { mocha_chunkwise(alpha.data(), u.data(), beta.data(), grid, w); };
+    auto bwd = [&] {
+      mocha_chunkwise_backward(g.data(), alpha.data(), u.data(), ga.data(), gu.data(), grid, w);
+    };
+    for (int64_t b = 0; b < c.B; ++b) {
+      for (int64_t i = 0; i < c.U; ++i) {
+        for (int64_t j = 0; j < c.T; ++j) {
+          const size_t k = static_cast<size_t>((b * c.U + i) * c.T + j);
+          const bool inside = c.valid(b, i, j);
+          const std::string at = " at [" + std::to_string(b) + ", " + std::to_string(i) + ", " +
+                                 std::to_string(j) + "]";
+          const std::string where = at + " (w " + std::to_string(w) + ")";
+          u[k] = inf;
+          if (inside) {
+            expect_error(fwd, "mocha_chunkwise: u: expected finite values, got inf" + at);
+            expect_error(bwd, "mocha_chunkwise_backward: u: expected finite values, got inf" + at);
+          } else {
+            EXPECT_NO_THROW(fwd()) << where;
+            EXPECT_NO_THROW(bwd()) << where;
+          }
+          alpha[k] = -1;  // alpha is reported before u
+          if (inside) {
+            expect_error(fwd, "mocha_chunkwise: alpha: expected finite values >= 0, got -1" + at);
+            expect_error(bwd, "alpha: expected finite values >= 0, got -1" + at);
+          } else {
+            EXPECT_NO_THROW(fwd()) << where;
+            EXPECT_NO_THROW(bwd()) << where;
+          }
+          g[k] = nan;  // grad_beta before alpha and u
+          if (inside) {
+            expect_error(bwd, "mocha_chunkwise_backward: grad_beta: expected finite values, got nan" + at);
+          } else {
+            EXPECT_NO_THROW(bwd()) << where;
+          }
+          u[k] = 0.5;
+          alpha[k] = 0.25;
+          g[k] = 1.0;
+          valid += inside;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(valid, 2 * (4 * 6 + 2 * 3));
 }
 
 TEST(MochaErrors, EveryBadInputThrowsDouble) { check_errors<double>(); }

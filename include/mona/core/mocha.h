@@ -49,7 +49,9 @@
 // Errors (mona::Error, message names the kernel, the argument and the value found):
 //   w < 1; null pointers for required arguments (when the grid is non-empty); negative
 //   sizes; lengths outside [0, T] / [0, U]; u non-finite, alpha negative or non-finite,
-//   grad_beta non-finite in the valid region.
+//   grad_beta non-finite in the valid region. The values are checked row by row as the
+//   kernels read them, so when they throw for one of those the outputs hold unspecified
+//   values.
 //
 // Threads: batch elements are processed in parallel with OpenMP (heads should be folded
 // into the batch dimension).
