@@ -12,7 +12,8 @@
 #  decode.csv every online decoding point emitted tokens and inspected at least as many
 #             memory entries as it emitted, with a positive time; the plain-loop peer
 #             (bench/peers.h) inspected and emitted exactly what mona's monotonic step did on
-#             the same data sets (an independent implementation of the same scan).
+#             the same data sets (an independent implementation of the same scan), and so
+#             did PreparedHardStep (prepared, prepared_copy), the same step on raw arrays.
 #  features.csv  both modes (offline, online_10ms) computed frames at a positive speed.
 #  streams.csv   both ways of advancing concurrent streams measured a positive speed.
 set -eu
@@ -52,13 +53,17 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
   }
   $col["kind"] == "grid" || $col["kind"] == "scaling" {
     if ($col["mechanism"] == "monotonic") { mono[$col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"] }
-    if ($col["mechanism"] == "plain_loop") { peer[$col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"] }
+    if ($col["mechanism"] == "plain_loop" || $col["mechanism"] ~ /^prepared/) {
+      peer[$col["mechanism"] " " $col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"]
+    }
   }
   END {
     if (n == 0) { print "check-smoke: decode.csv has no grid rows"; bad = 1 }
+    if (length(peer) == 0) { print "check-smoke: decode.csv has no plain_loop or prepared rows"; bad = 1 }
     for (k in peer) {
-      if (!(k in mono)) { print "check-smoke: decode.csv: plain_loop " k " has no monotonic row"; bad = 1 }
-      else if (mono[k] != peer[k]) { print "check-smoke: decode.csv: " k ": monotonic inspected/emitted " mono[k] " != plain loop " peer[k]; bad = 1 }
+      at = substr(k, index(k, " ") + 1)
+      if (!(at in mono)) { print "check-smoke: decode.csv: " k " has no monotonic row"; bad = 1 }
+      else if (mono[at] != peer[k]) { print "check-smoke: decode.csv: " k ": monotonic inspected/emitted " mono[at] " != " peer[k]; bad = 1 }
     }
     exit bad
   }' "$dir/decode.csv"

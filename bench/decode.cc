@@ -195,6 +195,44 @@ void bm_plain_loop(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_
   st.counters["emitted"] = static_cast<double>(emitted) / static_cast<double>(trials);
 }
 
+/// mona's online step on raw arrays (nn::PreparedHardStep: the checks, the energy's form
+/// and the kernel target established once per stream) on the same data sets. With `copy`
+/// the chosen value row is copied into a caller's buffer after every step, as the peer
+/// does; without, the step's context is the row in place, which the caller reads.
+void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t U, bool cold, bool copy) {
+  auto att = make_mechanism("monotonic", 1, dtype);
+  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T, U, dtype, cold),
+                        1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
+  int64_t inspected = 0, emitted = 0, trials = 0;
+  size_t k = 0;
+  AT_DISPATCH_FLOATING_TYPES(dtype, "prepared", [&] {
+    std::vector<std::unique_ptr<mona::nn::PreparedHardStep<scalar_t>>> steps;
+    for (DataSet& ds : pool) steps.push_back(std::make_unique<mona::nn::PreparedHardStep<scalar_t>>(*att, ds.memory));
+    std::vector<scalar_t> context(static_cast<size_t>(kDim));
+    for (auto _ : st) {
+      DataSet& ds = pool[k];
+      const mona::nn::PreparedHardStep<scalar_t>& step = *steps[k];
+      k = (k + 1) % pool.size();
+      HardState state;
+      const scalar_t* s = ds.s.data_ptr<scalar_t>();
+      for (int64_t i = 0; i < U; ++i) {
+        const auto out = step.step(s + i * kDim, state);
+        inspected += out.monotonic_energies;
+        emitted += out.status == ScanStatus::kChose;
+        if (copy) {
+          std::copy(out.context, out.context + kDim, context.data());
+        } else {
+          benchmark::DoNotOptimize(out.context);
+        }
+      }
+      benchmark::DoNotOptimize(context.data());
+      ++trials;
+    }
+  });
+  st.counters["inspected"] = static_cast<double>(inspected) / static_cast<double>(trials);
+  st.counters["emitted"] = static_cast<double>(emitted) / static_cast<double>(trials);
+}
+
 /// Attention::extend of T frames (keys W h; the same for every mechanism).
 void bm_extend(benchmark::State& st, at::ScalarType dtype, int64_t T) {
   auto att = make_mechanism("monotonic", 1, dtype);
@@ -347,6 +385,14 @@ void register_all() {
       add(name, Point{"grid", "plain_loop", 1, dt, n, n, q ? 3 : 100},
           benchmark::RegisterBenchmark(name.c_str(), bm_plain_loop, dt, n, n, false));
     }
+    // mona's raw-array step beside them (the row in place, and copied as the peer does).
+    for (const bool copy : {false, true}) {
+      const int64_t n = sizes.back();
+      const std::string mech = copy ? "prepared_copy" : "prepared";
+      const std::string name = "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
+      add(name, Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
+          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, false, copy));
+    }
     // Scaling sweep T = U in {100, 1000, 10000}.
     const std::vector<int64_t> big =
         q ? std::vector<int64_t>{100} : std::vector<int64_t>{100, 1000, 10000};
@@ -365,6 +411,14 @@ void register_all() {
       const std::string name = "scaling/plain_loop/" + dn + "/T=U:" + std::to_string(n);
       add(name, Point{"scaling", "plain_loop", 1, dt, n, n, q ? 2 : n <= 100 ? 100 : n <= 1000 ? 20 : 3},
           benchmark::RegisterBenchmark(name.c_str(), bm_plain_loop, dt, n, n, true));
+    }
+    for (const bool copy : {false, true}) {
+      for (int64_t n : big) {
+        const std::string mech = copy ? "prepared_copy" : "prepared";
+        const std::string name = "scaling/" + mech + "/" + dn + "/T=U:" + std::to_string(n);
+        add(name, Point{"scaling", mech, 1, dt, n, n, q ? 2 : n <= 100 ? 100 : n <= 1000 ? 20 : 3},
+            benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, true, copy));
+      }
     }
     for (int64_t n : big) {
       const std::string name = "extend/" + dn + "/T:" + std::to_string(n);

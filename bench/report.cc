@@ -448,9 +448,10 @@ int main(int argc, char** argv) {
        " products as one [1024, 256] x [256, 1024] GEMM (OpenBLAS), the machine's attainable"
        " throughput.");
   line();
-  line("| dtype | best dot ns/dot (candidate) | mona dot ns/dot | mona dot, grid's working set, ns/dot | GEMM ns/dot | soft ns/entry | monotonic ns/entry | monotonic / best dot | monotonic / GEMM dot | entries inspected per step (monotonic) |");
-  line("|---|---|---|---|---|---|---|---|---|---|");
+  line("| dtype | best dot ns/dot (candidate) | mona dot ns/dot | mona dot, grid's working set, ns/dot | GEMM ns/dot | soft ns/entry | monotonic ns/entry | monotonic / best dot | monotonic / GEMM dot | entries inspected per step (monotonic) | PreparedHardStep ns/entry | PreparedHardStep / best dot | PreparedHardStep + copy / best dot |");
+  line("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
   double mono_ratio64 = NAN, mono_ratio32 = NAN;
+  std::map<std::string, double> prepared_ratio;  // "<variant>/<dtype>" -> ns per entry / best dot
   for (const std::string dt : {"float64", "float32"}) {
     const auto [bd, bd_name] = best_dot(dt);
     const double d = per_dot(dt == "float64" ? pdot : pdot32);
@@ -462,10 +463,24 @@ int main(int argc, char** argv) {
     if (dt == "float64") mono_ratio64 = mono_entry / bd;
     if (dt == "float32") mono_ratio32 = mono_entry / bd;
     const double dset = per_dot(dt == "float64" ? pset : pset32);
+    const DecodeRow* prep = find_decode("grid", "prepared", 1, dt, nmax, nmax);
+    const DecodeRow* prep_copy = find_decode("grid", "prepared_copy", 1, dt, nmax, nmax);
+    const double prep_entry = prep && prep->inspected > 0 ? prep->ns / prep->inspected : NAN;
+    const double prep_copy_entry = prep_copy && prep_copy->inspected > 0 ? prep_copy->ns / prep_copy->inspected : NAN;
+    prepared_ratio["PreparedHardStep/" + dt] = prep_entry / bd;
+    prepared_ratio["PreparedHardStep + copy/" + dt] = prep_copy_entry / bd;
     line("| " + dt + " | " + fmt(bd) + " (" + bd_name + ") | " + fmt(d) + " | " + fmt(dset) + " | " + fmt(g) +
          " | " + fmt(soft_entry) + " | " + fmt(mono_entry) + " | " + fixed(mono_entry / bd, 1) + "x | " +
-         fixed(mono_entry / g, 1) + "x | " + (mono ? fixed(mono->inspected / nmax, 2) : "n/a") + " |");
+         fixed(mono_entry / g, 1) + "x | " + (mono ? fixed(mono->inspected / nmax, 2) : "n/a") + " | " +
+         fmt(prep_entry) + " | " + fixed(prep_entry / bd, 2) + "x | " + fixed(prep_copy_entry / bd, 2) + "x |");
   }
+  line();
+  line("`PreparedHardStep` (nn/attention.h): the same step on raw arrays, with what `hard_step_into`"
+       " establishes on every call (the mechanism, the energy's form and scalars, the query's shape"
+       " and dtype, the kernel target) established once per stream, and the context handed out as"
+       " the chosen memory row in place; \"+ copy\": the caller then copies that row into its own"
+       " buffer after every step, as the plain-loop peer below does. Same decisions as"
+       " `hard_step_into` (tests/nn/test_attention.cc compares them step by step).");
   line();
   // The plain-loop peer (bench/peers.h) against mona's online step on the same data sets.
   line("### The online step against a plain loop");
@@ -475,15 +490,20 @@ int main(int argc, char** argv) {
        " queries, compiled with -march=native (bench/peers.cc); mona: `Attention::hard_step_into`"
        " through the module, as a streaming decoder calls it.");
   line();
-  line("| dtype | T = U | mona monotonic us/sequence | plain loop us/sequence | mona / plain loop |");
-  line("|---|---|---|---|---|");
-  std::map<std::string, double> peer_ratio;
+  line("| dtype | T = U | mona monotonic us/sequence | PreparedHardStep us/sequence | PreparedHardStep + copy us/sequence | plain loop us/sequence | mona / plain loop | PreparedHardStep / plain loop | PreparedHardStep + copy / plain loop |");
+  line("|---|---|---|---|---|---|---|---|---|");
+  std::map<std::string, double> peer_ratio;  // "<variant>/<dtype>/<T>" -> time / plain loop's
   for (const std::string dt : {"float64", "float32"}) {
     for (const auto& [kind, n] : std::vector<std::pair<std::string, int64_t>>{{"grid", nmax}, {"scaling", 1000}}) {
       const double m = decode_ns(kind, "monotonic", 1, dt, n, n), p = decode_ns(kind, "plain_loop", 1, dt, n, n);
-      if (std::isfinite(m / p)) peer_ratio[dt + "/" + std::to_string(n)] = m / p;
+      const double r = decode_ns(kind, "prepared", 1, dt, n, n), rc = decode_ns(kind, "prepared_copy", 1, dt, n, n);
+      const std::string at = "/" + dt + "/" + std::to_string(n);
+      peer_ratio["hard_step_into" + at] = m / p;
+      peer_ratio["PreparedHardStep" + at] = r / p;
+      peer_ratio["PreparedHardStep + copy" + at] = rc / p;
       line("| " + dt + " | " + std::to_string(n) + (kind == "grid" ? " (warm pool)" : " (cold)") + " | " +
-           fmt(m / 1e3) + " | " + fmt(p / 1e3) + " | " + fixed(m / p, 2) + "x |");
+           fmt(m / 1e3) + " | " + fmt(r / 1e3) + " | " + fmt(rc / 1e3) + " | " + fmt(p / 1e3) + " | " +
+           fixed(m / p, 2) + "x | " + fixed(r / p, 2) + "x | " + fixed(rc / p, 2) + "x |");
     }
   }
   line();
@@ -770,13 +790,19 @@ int main(int argc, char** argv) {
   }
   line("- soft attention time ratio (T=U=1000)/(T=U=100), float64: **" + fmt(ratio64["soft"]) +
        "** (quadratic growth would be 100).");
-  verdict_line("hard monotonic cost per inspected entry / best dot product, float64",
+  verdict_line("hard monotonic cost per inspected entry / best dot product, `hard_step_into`, float64",
                mono_ratio64, 2, false, "x");
-  verdict_line("hard monotonic cost per inspected entry / best dot product, float32",
+  verdict_line("hard monotonic cost per inspected entry / best dot product, `hard_step_into`, float32",
                mono_ratio32, 2, false, "x");
+  for (const auto& [key, ratio] : prepared_ratio) {
+    verdict_line("hard monotonic cost per inspected entry / best dot product, `" + key.substr(0, key.find('/')) +
+                     "`, " + key.substr(key.find('/') + 1),
+                 ratio, 2, false, "x");
+  }
   for (const auto& [key, ratio] : peer_ratio) {
-    verdict_line("hard monotonic time / plain-loop peer, " + key.substr(0, key.find('/')) + ", T = U = " +
-                     key.substr(key.find('/') + 1),
+    const size_t a = key.find('/'), b = key.rfind('/');
+    verdict_line("hard monotonic time / plain-loop peer, `" + key.substr(0, a) + "`, " + key.substr(a + 1, b - a - 1) +
+                     ", T = U = " + key.substr(b + 1),
                  ratio, 1, false, "x");
   }
   for (const auto& [op, ms] : min_speedup) {

@@ -30,8 +30,15 @@ ScanResult dot_threshold_scan(const T* query, const T* keys, int64_t dim, int64_
                               offset, rule);
 }
 
+template <class T>
+DotThresholdScanKernel<T> dot_threshold_scan_kernel() {
+  return MONA_TARGET_DISPATCH(dot_threshold_scan_address<T>, static_cast<const T*>(nullptr));
+}
+
 template float dot<float>(const float*, const float*, int64_t);
 template double dot<double>(const double*, const double*, int64_t);
+template DotThresholdScanKernel<float> dot_threshold_scan_kernel<float>();
+template DotThresholdScanKernel<double> dot_threshold_scan_kernel<double>();
 template ScanResult dot_threshold_scan<float>(const float*, const float*, int64_t, int64_t, int64_t, bool, double,
                                              double, const EnergyThreshold&);
 template ScanResult dot_threshold_scan<double>(const double*, const double*, int64_t, int64_t, int64_t, bool,

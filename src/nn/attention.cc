@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "check.h"
@@ -558,6 +559,33 @@ void MonotonicAttention::hard_step_into(const at::Tensor& query, const OnlineMem
   // (this mechanism has no chunk energy).
   scan(query, memory, state, out);
 }
+
+// ---------------------------------------------------------------------------------------
+// PreparedHardStep: MonotonicAttention::hard_step_into's scan and context with the per-call
+// work done at construction.
+
+template <class T>
+PreparedHardStep<T>::PreparedHardStep(Attention& attention, const OnlineMemory& memory)
+    : memory_(memory),
+      rule_(attention.threshold_rule_),
+      scan_(core::dot_threshold_scan_kernel<T>()),
+      zeros_(static_cast<size_t>(attention.options().memory_dim), T(0)) {
+  const char* fn = "PreparedHardStep";
+  const AttentionOptions& o = attention.options();
+  MONA_CHECK(dynamic_cast<MonotonicAttention*>(&attention) != nullptr && attention.chunk_energy() == nullptr, fn,
+             ": attention: expected hard monotonic attention (\"monotonic\"); MoChA, MAtChA, soft and GMM attention"
+             " build their context from several entries (use hard_step_into)");
+  MONA_CHECK(!o.sample, fn, ": attention: expected the threshold rule (options.sample = false); sampling draws"
+             " per entry (use hard_step_into)");
+  MONA_CHECK(attention.main_energy().dot_form(scale_, offset_), fn, ": attention: expected a dot-product"
+             " monotonic energy (monotonic_energy \"dot\", 002 eq. 17), got \"", o.monotonic_energy, "\"");
+  constexpr at::ScalarType dtype = std::is_same_v<T, float> ? at::kFloat : at::kDouble;
+  MONA_CHECK(memory.size() == 0 || memory.dtype() == dtype, fn, ": memory: expected dtype ", dtype,
+             " (the step's), got ", memory.dtype());
+}
+
+template class PreparedHardStep<float>;
+template class PreparedHardStep<double>;
 
 // ---------------------------------------------------------------------------------------
 // MoChA

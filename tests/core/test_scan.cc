@@ -275,6 +275,12 @@ TEST(DotThresholdScan, EqualsThresholdScanOverDotEnergies) {
     ASSERT_EQ(a.status, b.status) << "trial " << trial;
     ASSERT_EQ(a.index, b.index) << "trial " << trial;
     ASSERT_EQ(a.inspected, b.inspected) << "trial " << trial;
+    // The unchecked kernel pointer runs the same code.
+    const auto c = core::dot_threshold_scan_kernel<float>()(query.data(), keys.data() + start * dim, dim, start, T,
+                                                            finished, scale, offset, rule);
+    ASSERT_EQ(c.status, b.status) << "trial " << trial;
+    ASSERT_EQ(c.index, b.index) << "trial " << trial;
+    ASSERT_EQ(c.inspected, b.inspected) << "trial " << trial;
   }
   const float q = 1;
   expect_error([&] { core::dot_threshold_scan(&q, &q, 0, 0, 1, true, 1.0, 0.0, rule); },

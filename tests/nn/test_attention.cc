@@ -8,6 +8,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "mona/nn/functional.h"
@@ -493,6 +496,163 @@ TEST(Attention, ModuleArgumentErrors) {
   om.finish();
   expect_error([&] { att->extend(om, torch::randn({1, 4}, torch::kDouble)); },
                      "the stream's input is already finished");
+}
+
+// ---------------------------------------------------------------------------------------
+// PreparedHardStep: hard_step_into's decisions on raw arrays
+
+// A hard monotonic module with dot energies e = g <s, W h> + r, in eval mode and dtype T.
+std::shared_ptr<nn::Attention> prepared_step_module(at::ScalarType dtype, double g, double r) {
+  AttentionOptions o;
+  o.query_dim = 5;
+  o.memory_dim = 6;
+  o.energy = "dot";
+  o.monotonic_energy = "dot";
+  o.tau = 0.4;
+  o.seed = 3;
+  auto att = nn::make_attention("monotonic", o);
+  att->to(dtype);
+  att->eval();
+  torch::NoGradGuard ng;
+  auto& e = dynamic_cast<nn::ScaledDotEnergy&>(*std::dynamic_pointer_cast<nn::MonotonicAttention>(att)->monotonic);
+  e.g.fill_(g);
+  e.r.fill_(r);
+  return att;
+}
+
+// Streams a memory of T frames into two OnlineMemory objects `chunk` frames at a time and
+// decodes U teacher-forced queries with PreparedHardStep on one and hard_step_into on the
+// other, releasing what the mechanism no longer needs after every step. Every step must
+// agree exactly (the same kernel on the same keys; hard_step_into's context is a copy of the
+// row PreparedHardStep points at), and the chosen entries must be the brute-force ones:
+// sigmoid(e_ij) >= tau over all energies computed at once in float64 (float64 runs only:
+// float32's dot products round differently from a float64 product, so a decision within
+// rounding of the threshold may legitimately differ; float32 is compared with hard_step_into).
+template <class Scalar>
+void expect_prepared_step_decides_as_hard_step(uint64_t seed, int64_t chunk, std::array<int64_t, 3>& counts) {
+  constexpr auto dtype = std::is_same_v<Scalar, float> ? torch::kFloat : torch::kDouble;
+  torch::manual_seed(seed);
+  auto att = prepared_step_module(dtype, 2.0, -0.5);
+  const int64_t T = 20, U = 24, Dh = att->options().memory_dim;
+  const auto memory = torch::randn({T, Dh}, dtype);
+  const auto queries = torch::randn({U, att->options().query_dim}, dtype);
+  nn::OnlineMemory mem_a, mem_b;
+  const nn::PreparedHardStep<Scalar> prepared(*att, mem_a);
+  nn::HardState sa, sb;
+  nn::HardStepOutput out;
+  // The brute force: energies of every (i, j) at once, float64.
+  at::Tensor energies;
+  {
+    torch::NoGradGuard ng;
+    auto mono = std::dynamic_pointer_cast<nn::MonotonicAttention>(att);
+    auto& e = dynamic_cast<nn::ScaledDotEnergy&>(*mono->monotonic);
+    const auto keys = torch::matmul(memory.to(torch::kDouble), e.memory_proj->weight.to(torch::kDouble).t());
+    energies = e.g.to(torch::kDouble) * torch::matmul(queries.to(torch::kDouble), keys.t()) + e.r.to(torch::kDouble);
+  }
+  const double logit = std::log(0.4 / 0.6);
+  int64_t fed = 0, t_ref = 0;
+  bool ran_off = false;
+  for (int64_t i = 0; i < U;) {
+    const auto a = prepared.step(queries[i].template data_ptr<Scalar>(), sa);
+    att->hard_step_into(queries[i], mem_b, sb, out);
+    ASSERT_EQ(a.status, out.status) << "step " << i;
+    EXPECT_EQ(a.monotonic_energies, out.monotonic_energies) << "step " << i;
+    EXPECT_EQ(sa.t, sb.t);
+    EXPECT_EQ(sa.resume, sb.resume);
+    EXPECT_EQ(sa.exhausted, sb.exhausted);
+    ++counts[static_cast<int>(a.status)];
+    if (a.status == ScanStatus::kNeedMoreInput) {
+      EXPECT_EQ(a.context, nullptr);
+      EXPECT_EQ(a.index, -1);
+      const int64_t n = std::min(chunk, T - fed);
+      if (n > 0) {
+        att->extend(mem_a, memory.narrow(0, fed, n));
+        att->extend(mem_b, memory.narrow(0, fed, n));
+      }
+      fed += n;
+      if (fed == T) {
+        mem_a.finish();
+        mem_b.finish();
+      }
+      continue;
+    }
+    ASSERT_NE(a.context, nullptr);
+    const auto context = torch::from_blob(const_cast<Scalar*>(a.context), {Dh}, dtype);
+    EXPECT_TRUE(torch::equal(context, out.context)) << "step " << i;
+    if (a.status == ScanStatus::kChose) {
+      EXPECT_EQ(a.index, out.index);
+      EXPECT_TRUE(torch::equal(context, memory[a.index])) << "the context is h[t_i]";
+    } else {
+      EXPECT_TRUE(torch::equal(context, torch::zeros({Dh}, dtype))) << "exhausted: zero context";
+    }
+    if (std::is_same_v<Scalar, double>) {
+      // The first entry from t_{i-1} on whose sigmoid reaches tau, or none.
+      int64_t expected = -1;
+      for (int64_t j = ran_off ? T : t_ref; j < T && expected < 0; ++j) {
+        const double e = energies[i][j].template item<double>();
+        ASSERT_GT(std::abs(e - logit), 1e-9) << "an energy at the threshold: pick another seed";
+        if (1.0 / (1.0 + std::exp(-e)) >= 0.4) expected = j;
+      }
+      EXPECT_EQ(a.status == ScanStatus::kChose ? a.index : -1, expected) << "step " << i;
+      if (expected >= 0) t_ref = expected; else ran_off = true;
+    }
+    // Release what neither decoder can read any more (both states are equal).
+    mem_a.release_before(att->first_needed(sa));
+    mem_b.release_before(att->first_needed(sb));
+    ++i;
+  }
+}
+
+TEST(PreparedHardStep, DecidesAsHardStepIntoAndTheSigmoidRuleWhileStreaming) {
+  std::array<int64_t, 3> counts{};  // kChose, kNeedMoreInput, kExhausted
+  for (uint64_t seed = 60; seed < 72; ++seed) {
+    for (int64_t chunk : {1, 3, 20}) {
+      expect_prepared_step_decides_as_hard_step<double>(seed, chunk, counts);
+      expect_prepared_step_decides_as_hard_step<float>(seed, chunk, counts);
+    }
+  }
+  // The comparison must cover every outcome.
+  EXPECT_GT(counts[static_cast<int>(ScanStatus::kChose)], 100);
+  EXPECT_GT(counts[static_cast<int>(ScanStatus::kNeedMoreInput)], 100);
+  EXPECT_GT(counts[static_cast<int>(ScanStatus::kExhausted)], 10);
+}
+
+TEST(PreparedHardStep, RefusesWhatItCannotStepAndNamesIt) {
+  nn::OnlineMemory mem;
+  AttentionOptions o = small_options("dot");
+  for (const std::string mech : {"mocha", "matcha", "soft"}) {
+    auto att = make(mech, o);
+    expect_error([&] { nn::PreparedHardStep<double> s(*att, mem); },
+                 "PreparedHardStep: attention: expected hard monotonic attention (\"monotonic\")");
+  }
+  o.monotonic_energy = "additive";
+  auto additive = make("monotonic", o);
+  expect_error([&] { nn::PreparedHardStep<double> s(*additive, mem); },
+               "expected a dot-product monotonic energy (monotonic_energy \"dot\", 002 eq. 17), got \"additive\"");
+  o.monotonic_energy = "dot";
+  o.sample = true;
+  auto sampling = make("monotonic", o);
+  expect_error([&] { nn::PreparedHardStep<double> s(*sampling, mem); },
+               "expected the threshold rule (options.sample = false)");
+  o.sample = false;
+  auto att = make("monotonic", o);  // float64
+  const nn::PreparedHardStep<float> wrong(*att, mem);  // an empty memory has no dtype yet
+  att->extend(mem, torch::randn({4, o.memory_dim}, torch::kDouble));
+  expect_error([&] { nn::PreparedHardStep<float> s(*att, mem); },
+               "PreparedHardStep: memory: expected dtype Float (the step's), got Double");
+  nn::HardState state;
+  const std::vector<float> query(static_cast<size_t>(o.query_dim), 1.0f);
+  expect_error([&] { wrong.step(query.data(), state); },
+               "PreparedHardStep::step: memory: expected dtype Float, got Double");
+  // A state that resumes before what the memory still holds.
+  const nn::PreparedHardStep<double> prepared(*att, mem);
+  mem.release_before(3);
+  att->extend(mem, torch::randn({40, o.memory_dim}, torch::kDouble));  // enough to compact the buffers
+  mem.release_before(30);
+  const std::vector<double> q(static_cast<size_t>(o.query_dim), 1.0);
+  expect_error([&] { prepared.step(q.data(), state); },
+               "PreparedHardStep::step: state: the scan resumes at memory entry 0, outside the entries the memory"
+               " holds [30, 44]");
 }
 
 }  // namespace

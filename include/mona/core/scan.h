@@ -184,4 +184,18 @@ template <class T>
 ScanResult dot_threshold_scan(const T* query, const T* keys, int64_t dim, int64_t start, int64_t available,
                               bool input_finished, double scale, double offset, const EnergyThreshold& rule);
 
+/// dot_threshold_scan's kernel for the target this CPU runs (mona/core/cpu.h), without the
+/// argument checks, as a function pointer: for a caller that makes one scan per output step,
+/// millions of times, and has established once that dim >= 1 and 0 <= start <= available
+/// hold at every call (mona::nn::PreparedHardStep). Same arguments and result as
+/// dot_threshold_scan; outside those conditions the behaviour is undefined. Throws
+/// mona::Error like every dispatched kernel when MONA_KERNEL_TARGET names a target this CPU
+/// cannot run.
+template <class T>
+using DotThresholdScanKernel = ScanResult (*)(const T* query, const T* keys, int64_t dim, int64_t start,
+                                              int64_t available, bool input_finished, double scale, double offset,
+                                              const EnergyThreshold& rule);
+template <class T>
+DotThresholdScanKernel<T> dot_threshold_scan_kernel();
+
 }  // namespace mona::core

@@ -44,6 +44,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mona/core/rng.h"
@@ -154,6 +155,8 @@ class OnlineMemory {
  private:
   friend class Attention;
   friend class GmmAttention;
+  template <class T>
+  friend class PreparedHardStep;
   void append(const at::Tensor& values, const at::Tensor& keys, const at::Tensor& chunk_keys);
   // Row of position j in the buffers (j >= base_).
   int64_t row(int64_t j) const { return j - base_; }
@@ -266,6 +269,8 @@ class Attention : public torch::nn::Module {
   virtual bool is_online() const { return true; }
 
  protected:
+  template <class T>
+  friend class PreparedHardStep;  // reads main_energy() and chunk_energy()
   /// The energy whose keys go into Memory::keys / OnlineMemory::keys.
   virtual Energy& main_energy() = 0;
   /// The chunk energy (MoChA, MAtChA), or null.
@@ -362,6 +367,100 @@ class MAtChA : public MonotonicAttention {
  protected:
   Energy* chunk_energy() override { return chunk.get(); }
 };
+
+/// Hard monotonic attention's online step (002 Algorithm 1 with the threshold rule of 002
+/// sec. 2.5; energies e_j = g <s, W h_j> + r, 002 eq. 17) on raw arrays, for decoding loops
+/// in which the step itself is the cost: the step hard_step_into takes, with everything it
+/// establishes on every call (the mechanism, the energy's form and scalars, the query's
+/// shape and dtype, the kernel target) established once, here, and the context handed out
+/// as the chosen memory row in place instead of a copy. At T = U = 100, d = 256 this is
+/// tens of nanoseconds per step against hard_step_into's hundred (docs/benchmarks.md).
+///
+/// Bound to one mechanism and one stream's memory, both of which must outlive it. The
+/// energy's g and r are read at construction: a step after the parameters change (an
+/// optimiser step, load) uses the old ones, so build one per decoding session. The memory
+/// may grow (Attention::extend), finish and release entries between steps, as with
+/// hard_step_into; a HardState may be passed to either, in any mix, and both decide
+/// identically (the same kernel on the same keys). T: float or double, the memory's dtype.
+template <class T>
+class PreparedHardStep {
+ public:
+  /// Throws mona::ArgumentError naming the mechanism or energy unless `attention` is hard
+  /// monotonic attention ("monotonic": MoChA and MAtChA attend over a chunk, the GMM family
+  /// is no MonotonicAttention) in threshold mode (options.sample false) with a
+  /// dot-product monotonic energy ("dot"), or when the memory holds entries of another dtype.
+  PreparedHardStep(Attention& attention, const OnlineMemory& memory);
+
+  /// What a step decided (HardStepOutput without tensors).
+  struct Output {
+    core::ScanStatus status = core::ScanStatus::kNeedMoreInput;
+    /// kChose: h_{t_i} [Dh], the chosen value row inside the memory's buffer (the context,
+    /// with weight 1), valid until the memory is next extended, released or reset;
+    /// kExhausted: Dh zeros (valid while this object lives); kNeedMoreInput: null.
+    const T* context = nullptr;
+    int64_t index = -1;              ///< t_i on kChose (the context's entry), else -1
+    int64_t monotonic_energies = 0;  ///< energies evaluated by this call
+  };
+
+  /// One step from `state` (updated as hard_step_into updates it) with the query s_{i-1}:
+  /// `query` points at Dq = options.query_dim values, which are not checked (a NaN energy
+  /// chooses nothing). Throws mona::ArgumentError when the memory's dtype is not T or when
+  /// the state resumes at an entry the memory has released.
+  Output step(const T* query, HardState& state) const;
+
+ private:
+  const OnlineMemory& memory_;
+  core::EnergyThreshold rule_;
+  core::DotThresholdScanKernel<T> scan_;
+  double scale_ = 1, offset_ = 0;  // e = scale * <query, key> + offset
+  std::vector<T> zeros_;           // the context after the input is exhausted
+};
+
+template <class T>
+typename PreparedHardStep<T>::Output PreparedHardStep<T>::step(const T* query, HardState& state) const {
+  // The order of Attention::scan, which hard_step_into runs; the per-call checks left are
+  // the two a growing stream can break between steps. Defined here, inline, so that a
+  // decoding loop makes one call per step (the kernel's).
+  Output out;
+  const OnlineMemory& m = memory_;
+  if (state.exhausted) {
+    out.status = core::ScanStatus::kExhausted;
+    out.context = zeros_.data();
+    return out;
+  }
+  core::ScanResult r;
+  if (m.size_ == 0) {
+    r.status = m.finished_ ? core::ScanStatus::kExhausted : core::ScanStatus::kNeedMoreInput;
+    r.index = 0;
+  } else {
+    constexpr at::ScalarType dtype = std::is_same_v<T, float> ? at::kFloat : at::kDouble;
+    MONA_CHECK(m.dtype_ == dtype, "PreparedHardStep::step: memory: expected dtype ", dtype, ", got ", m.dtype_);
+    MONA_CHECK(state.resume >= m.first() && state.resume <= m.size_, "PreparedHardStep::step: state: the scan resumes"
+               " at memory entry ", state.resume, ", outside the entries the memory holds [", m.first(), ", ",
+               m.size_, "]");
+    const int64_t dk = m.key_dim_;
+    r = scan_(query, static_cast<const T*>(m.keys_data_) + m.row(state.resume) * dk, dk, state.resume, m.size_,
+              m.finished_, scale_, offset_, rule_);
+  }
+  out.monotonic_energies = r.inspected;
+  out.status = r.status;
+  switch (r.status) {
+    case core::ScanStatus::kChose:
+      out.index = r.index;
+      out.context = static_cast<const T*>(m.values_data_) + m.row(r.index) * m.value_dim_;
+      state.t = r.index;
+      state.resume = r.index;
+      break;
+    case core::ScanStatus::kNeedMoreInput:
+      state.resume = r.index;
+      break;
+    case core::ScanStatus::kExhausted:
+      state.exhausted = true;
+      out.context = zeros_.data();
+      break;
+  }
+  return out;
+}
 
 /// Builds a mechanism by name: "soft", "monotonic", "mocha", "matcha", or the GMM family
 /// of mona/nn/gmm_attention.h (a GmmAttention with options.gmm): "gmm" (003 eqs. 4-8,
