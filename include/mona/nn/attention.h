@@ -18,7 +18,8 @@
 //   hard_step()  test-time online step over an OnlineMemory that grows frame by frame:
 //              from HardState (t_{i-1}) it evaluates energies only for the entries it
 //              inspects and returns the context, t_i and whether it emitted, needs more
-//              input, or exhausted a finished input.
+//              input, or exhausted a finished input. PreparedHardStep (below) is the same
+//              step of hard monotonic attention on raw arrays, checked once per stream.
 // step() and forward() compute exactly the same weights (forward is step unrolled with
 // the previous alignment fed back); both are differentiable in the query, the memory and
 // the parameters.
