@@ -418,6 +418,53 @@ std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<
 // ---------------------------------------------------------------------------------------
 // Training
 
+std::vector<std::vector<size_t>> shard_batch(const std::vector<int64_t>& steps, size_t shards, double fixed_rows) {
+  detail::check(!steps.empty(), "shard_batch: steps: expected at least one row, got none");
+  detail::check(shards >= 1, "shard_batch: shards: expected at least 1, got ", shards);
+  detail::check(fixed_rows >= 0 && std::isfinite(fixed_rows), "shard_batch: fixed_rows: expected a finite value >= 0, got ",
+                fixed_rows);
+  for (size_t b = 0; b < steps.size(); ++b) {
+    detail::check(steps[b] >= 1, "shard_batch: steps[", b, "]: expected at least 1 step, got ", steps[b]);
+  }
+  std::vector<size_t> order(steps.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return steps[a] > steps[b]; });
+  const size_t n = order.size();
+  // Shard sizes from the front of `order` when every shard's cost stays within `bound`: each
+  // shard takes as many rows as fit (more rows in a shard never raise a later one's longest
+  // row), so the bound is feasible exactly when this covers every row.
+  const auto cut = [&](double bound) {
+    std::vector<size_t> sizes;
+    for (size_t at = 0; at < n && sizes.size() < shards;) {
+      const double fit = std::floor(bound / static_cast<double>(steps[order[at]]) - fixed_rows);
+      if (fit < 1) break;
+      const size_t take = std::min(n - at, static_cast<size_t>(std::min(fit, static_cast<double>(n))));
+      sizes.push_back(take);
+      at += take;
+    }
+    return sizes;
+  };
+  const auto covers = [&](const std::vector<size_t>& sizes) {
+    return std::accumulate(sizes.begin(), sizes.end(), size_t{0}) == n;
+  };
+  // Bisection for the smallest bound that covers (covering is monotone in the bound): cut(hi)
+  // covers, so its largest cost lies between the optimum and hi, which ends within a
+  // relative 1e-12 of it (lo never covers).
+  double lo = 0, hi = (fixed_rows + static_cast<double>(n)) * static_cast<double>(steps[order[0]]);
+  while (hi - lo > 1e-12 * hi) {
+    const double mid = lo + (hi - lo) / 2;
+    (covers(cut(mid)) ? hi : lo) = mid;
+  }
+  const auto sizes = cut(hi);
+  std::vector<std::vector<size_t>> out;
+  size_t at = 0;
+  for (size_t size : sizes) {
+    out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(at), order.begin() + static_cast<std::ptrdiff_t>(at + size));
+    at += size;
+  }
+  return out;
+}
+
 namespace {
 
 struct Encoded {
@@ -624,16 +671,16 @@ class TrainingRun {
   // One optimizer step on the next batch: loss, backward, clipping, Adam. Throws
   // mona::ArgumentError when the loss is not finite (training diverged).
   //
-  // With train.threads = n > 1 the batch is cut into n contiguous shards (it is sorted by
-  // length, so they are alike), and shard k runs its forward and backward pass on its own
-  // thread, on the model itself (k = 0) or on replica k (same parameters, copied in before
-  // the step; its own training noise, drawn from the seed, the step and k). Each shard's loss
-  // is divided by the whole batch's token count (nn::BatchTotals), so the gradients, added
-  // into the model's in the order of k, are the batch's: the same computation as one thread
-  // but for the order of additions and the noise draws. Deterministic for a given thread
-  // count. Every thread runs its operators and matrix products on itself (nn/threads.h):
-  // the model's small operators cost mostly their dispatch, which only this splitting runs
-  // in parallel.
+  // With train.threads = n > 1 the batch is cut into at most n shards of about equal cost
+  // (shard_batch, with kShardFixedRows), and shard k runs its forward and backward pass on its
+  // own thread, on the model itself (k = 0) or on replica k (whose parameters and buffers
+  // share the model's storage, bound before the step; its own gradients and its own training
+  // noise, drawn from the seed, the step and k). Each shard's loss is divided by the whole
+  // batch's token count (nn::BatchTotals), so the gradients, added into the model's in the
+  // order of k, are the batch's: the same computation as one thread but for the order of
+  // additions and the noise draws. Deterministic for a given thread count. Every thread runs
+  // its operators and matrix products on itself (nn/threads.h): the model's small operators
+  // cost mostly their dispatch, which only this splitting runs in parallel.
   void train_step();
   // What one shard's pass (or a whole step, the shards' sums) gives: its share of the
   // batch's loss and of the CTC term (nn::LossTerms; 0 without a CTC head), its tokens.
@@ -690,6 +737,13 @@ class TrainingRun {
   int64_t loss_n_ = 0, tokens_since_ = 0;
   std::chrono::steady_clock::time_point last_record_ = start_;
 };
+
+// shard_batch's fixed_rows for train_step: a recurrent step's fixed cost (operator dispatch)
+// in rows of its arithmetic. Measured on the G2P recipe's MoChA model (bench/notes.md): one
+// thread takes 21.3-22.0 ms per step with batches of 32 rows and 35.0-35.7 ms with 64 rows
+// (the same length distribution), so (18 + 32) / (18 + 64) matches their ratio. Larger models have a smaller one;
+// an estimate that is off only leaves one thread waiting a little longer for another.
+constexpr double kShardFixedRows = 18;
 
 TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& progress_out)
     : c_(c),
@@ -890,31 +944,37 @@ void TrainingRun::train_step() {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(o, t_.step));
   }
   adam_->zero_grad();
-  const size_t shards = std::min(idx.size(), replicas_.size() + 1);
   PassResult step;
-  if (shards == 1) {
+  if (replicas_.empty() || idx.size() == 1) {
     step = shard_pass(*t_.model, idx, 0, nullptr);
   } else {
     nn::BatchTotals totals;
     totals.sequences = static_cast<int64_t>(idx.size());
-    for (size_t k : idx) totals.tokens += static_cast<int64_t>(data_[k].output.size()) + 1;
-    std::vector<std::vector<size_t>> part(shards);
-    for (size_t k = 0; k < shards; ++k) {
-      part[k].assign(idx.begin() + static_cast<std::ptrdiff_t>(idx.size() * k / shards),
-                     idx.begin() + static_cast<std::ptrdiff_t>(idx.size() * (k + 1) / shards));
+    std::vector<int64_t> steps(idx.size());
+    for (size_t b = 0; b < idx.size(); ++b) {
+      const Encoded& e = data_[idx[b]];
+      totals.tokens += static_cast<int64_t>(e.output.size()) + 1;
+      steps[b] = t_.model->encoder->output_length(e.length()) + static_cast<int64_t>(e.output.size()) + 1;
     }
+    std::vector<std::vector<size_t>> part = shard_batch(steps, replicas_.size() + 1, kShardFixedRows);
+    for (auto& p : part) {
+      for (size_t& b : p) b = idx[b];
+    }
+    const size_t shards = part.size();
     const auto params = t_.model->parameters();
     const auto buffers = t_.model->buffers();
     std::vector<std::future<PassResult>> running;
     for (size_t k = 1; k < shards; ++k) {
       nn::Seq2Seq& replica = *replicas_[k - 1];
-      {
+      {  // the replica computes with the model's own parameter and buffer storage (no copy)
         torch::NoGradGuard no_grad;
         const auto rp = replica.parameters(), rb = replica.buffers();
-        for (size_t j = 0; j < params.size(); ++j) rp[j].copy_(params[j]);
-        for (size_t j = 0; j < buffers.size(); ++j) rb[j].copy_(buffers[j]);
-        for (auto& g : rp) {
-          if (g.grad().defined()) g.mutable_grad().zero_();
+        for (size_t j = 0; j < params.size(); ++j) {
+          if (rp[j].data_ptr() != params[j].data_ptr()) rp[j].set_data(params[j]);
+          rp[j].mutable_grad() = at::Tensor();
+        }
+        for (size_t j = 0; j < buffers.size(); ++j) {
+          if (rb[j].data_ptr() != buffers[j].data_ptr()) rb[j].set_data(buffers[j]);
         }
       }
       const uint64_t noise_seed = c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) * 64 + k;
@@ -935,7 +995,7 @@ void TrainingRun::train_step() {
       for (size_t j = 0; j < params.size(); ++j) {
         if (!rp[j].grad().defined()) continue;
         if (params[j].grad().defined()) params[j].mutable_grad().add_(rp[j].grad());
-        else params[j].mutable_grad() = rp[j].grad().clone();
+        else params[j].mutable_grad() = rp[j].grad();
       }
     }
   }

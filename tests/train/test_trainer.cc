@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -142,6 +144,76 @@ TEST(Trainer, TwoThreadsTakeTheOneThreadStep) {
   for (size_t k = 0; k < p1.size(); ++k) {
     EXPECT_LE((p1[k] - p2[k]).abs().max().item<double>(), 1e-5) << "tensor " << k;
   }
+}
+
+// shard_batch against brute force: every assignment of up to 9 rows to the shards (empty
+// shards allowed), the smallest largest cost (fixed_rows + rows) * longest row over them.
+// The costs are exact in double (small integers times a multiple of 1/2), so the optimum is
+// compared to a relative 1e-12, the bisection's stopping point.
+TEST(ShardBatch, MinimisesTheLargestShardCostAsBruteForceDoes) {
+  std::mt19937 gen(7);
+  const auto cost = [](const std::vector<int64_t>& steps, const std::vector<size_t>& rows, double fixed_rows) {
+    int64_t longest = 0;
+    for (size_t b : rows) longest = std::max(longest, steps[b]);
+    return (fixed_rows + static_cast<double>(rows.size())) * static_cast<double>(longest);
+  };
+  int split_cases = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const size_t n = 1 + gen() % 9;
+    std::vector<int64_t> steps(n);
+    for (auto& s : steps) s = 1 + static_cast<int64_t>(gen() % (trial % 2 ? 4 : 40));  // ties, then spread
+    for (size_t shards : {1, 2, 3}) {
+      for (double fixed_rows : {0.0, 2.5, 18.0}) {
+        const auto got = train::shard_batch(steps, shards, fixed_rows);
+        // A partition into at most `shards` non-empty shards, descending steps, ties by position.
+        ASSERT_LE(got.size(), shards);
+        std::vector<int> seen(n, 0);
+        std::vector<size_t> flat;
+        double got_cost = 0;
+        for (const auto& shard : got) {
+          ASSERT_FALSE(shard.empty());
+          for (size_t b : shard) {
+            ASSERT_LT(b, n);
+            ++seen[b];
+            flat.push_back(b);
+          }
+          got_cost = std::max(got_cost, cost(steps, shard, fixed_rows));
+        }
+        for (size_t b = 0; b < n; ++b) EXPECT_EQ(seen[b], 1) << "row " << b;
+        for (size_t k = 1; k < flat.size(); ++k) {
+          const bool ordered = steps[flat[k - 1]] > steps[flat[k]] ||
+                               (steps[flat[k - 1]] == steps[flat[k]] && flat[k - 1] < flat[k]);
+          EXPECT_TRUE(ordered) << "rows " << flat[k - 1] << ", " << flat[k];
+        }
+        double best = std::numeric_limits<double>::infinity();
+        std::vector<size_t> which(n, 0);
+        for (;;) {  // every assignment, as a base-`shards` counter
+          std::vector<std::vector<size_t>> parts(shards);
+          for (size_t b = 0; b < n; ++b) parts[which[b]].push_back(b);
+          double worst = 0;
+          for (const auto& part : parts) {
+            if (!part.empty()) worst = std::max(worst, cost(steps, part, fixed_rows));
+          }
+          best = std::min(best, worst);
+          size_t b = 0;
+          while (b < n && ++which[b] == shards) which[b++] = 0;
+          if (b == n) break;
+        }
+        EXPECT_NEAR(got_cost, best, 1e-12 * best) << "trial " << trial << ", shards " << shards << ", fixed_rows "
+                                                  << fixed_rows;
+        split_cases += got.size() > 1;
+      }
+    }
+  }
+  EXPECT_GT(split_cases, 100);  // the cases are not all one shard
+}
+
+TEST(ShardBatch, RefusesWhatItCannotSplitAndNamesIt) {
+  EXPECT_ERROR_CONTAINS(train::shard_batch({}, 2, 18), "steps", "none");
+  EXPECT_ERROR_CONTAINS(train::shard_batch({3, 0}, 2, 18), "steps[1]", "got 0");
+  EXPECT_ERROR_CONTAINS(train::shard_batch({3}, 0, 18), "shards", "got 0");
+  EXPECT_ERROR_CONTAINS(train::shard_batch({3}, 2, -1), "fixed_rows", "got -1");
+  EXPECT_ERROR_CONTAINS(train::shard_batch({3}, 2, std::nan("")), "fixed_rows", "nan");
 }
 
 TEST(Trainer, CheckpointRoundTripDecodesIdentically) {

@@ -174,6 +174,21 @@ struct TrainResult {
   int stopped = 0;
 };
 
+/// How data-parallel training (train.threads = n > 1) cuts a batch into at most n shards, one
+/// per thread. A recurrent pass over a padded shard of r rows takes about
+/// (fixed_rows + r) * S: S is its longest row's sequential steps (encoder memory entries plus
+/// output tokens, each a step whose operators cost a fixed dispatch plus arithmetic per row),
+/// and fixed_rows is that fixed cost in rows' worth of arithmetic. The shards minimise the
+/// largest such cost, so that no thread waits long for another: `steps[b]` is row b's S.
+/// Returns the shards as lists of row positions into `steps` (each non-empty, rows in
+/// descending order of steps, ties by position; every row in exactly one). The shards are
+/// contiguous in that order (a shard's cost depends only on its size and its longest row, so
+/// an optimal cut never needs to interleave rows), each taking as many rows as fit under a
+/// bound that bisection lowers to the optimum (to a relative 1e-12). Deterministic: it
+/// depends on the lengths only. Throws mona::ArgumentError when `steps` is empty or holds a
+/// value < 1, when `shards` < 1 or `fixed_rows` is negative or not finite.
+std::vector<std::vector<size_t>> shard_batch(const std::vector<int64_t>& steps, size_t shards, double fixed_rows);
+
 /// How Trainer::run starts, shows progress and stops (see the header comment).
 struct RunOptions {
   /// Continue from output_dir/last.ckpt (its model options must equal the configuration's).
