@@ -17,7 +17,9 @@
 // streaming latency (average proportion, average lagging, early token share; metrics.h;
 // null when no token was emitted) logged, `last.ckpt` and (when dev token error improves)
 // `best.ckpt` written, and training stops early after
-// `patience` evaluations without improvement. With the same seed and thread count a run is
+// `patience` evaluations without improvement. With train.threads = n each batch is cut into
+// at most n shards of about equal cost (shard_batch) trained at once, one thread each, their
+// gradients added. With the same seed and thread count a run is
 // deterministic, and a run resumed from `last.ckpt` continues exactly as if uninterrupted.
 //
 // Output directory: a fresh run refuses a train.output_dir that already holds a run
