@@ -741,8 +741,9 @@ class TrainingRun {
 // shard_batch's fixed_rows for train_step: a recurrent step's fixed cost (operator dispatch)
 // in rows of its arithmetic. Measured on the G2P recipe's MoChA model (bench/notes.md): one
 // thread takes 21.3-22.0 ms per step with batches of 32 rows and 35.0-35.7 ms with 64 rows
-// (the same length distribution), so (18 + 32) / (18 + 64) matches their ratio. Larger models have a smaller one;
-// an estimate that is off only leaves one thread waiting a little longer for another.
+// (the same length distribution), so (18 + 32) / (18 + 64) matches their ratio. Larger
+// models have a smaller one; an estimate that is off only leaves one thread waiting a little
+// longer for another.
 constexpr double kShardFixedRows = 18;
 
 TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& progress_out)
