@@ -130,3 +130,24 @@ for name in "${configs[@]}"; do
   done
   printf '\n'
 done
+
+# WER by voice group, greedy online decoding (mona eval reads <set>.voices.tsv beside the
+# manifest; the group is the synthesizer). The held-out espeak-ng voices are variants of a
+# synthesizer with hundreds of training voices; flite's and festival's held-out speakers
+# are single people, with two (flite) and one (festival) training speakers beside them.
+group_wer() {
+  if [[ -s $1 ]]; then
+    python3 -c 'import json, sys
+g = json.load(open(sys.argv[1])).get("by_voice_group", {}).get(sys.argv[2])
+print("%.2f" % (100 * g["token_error_rate"]) if g else "")' "$1" "$2"
+  fi
+}
+printf '\n'
+header 'voice group'
+for name in "${configs[@]}"; do
+  for group in espeak-ng flite festival; do
+    printf '| %s | %s |' "$name" "$group"
+    for set in "${sets[@]}"; do printf ' %s |' "$(group_wer "$out/$name.$set.greedy.json" "$group")"; done
+    printf '\n'
+  done
+done

@@ -19,6 +19,26 @@ std::filesystem::path resolve(const std::string& relative, const std::string& ba
   return (fs::path(relative).is_absolute() ? fs::path(relative) : fs::path(base_dir) / relative).lexically_normal();
 }
 
+// A line's TAB-separated fields.
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  for (size_t begin = 0;;) {
+    const size_t tab = line.find('\t', begin);
+    fields.push_back(line.substr(begin, tab == std::string::npos ? std::string::npos : tab - begin));
+    if (tab == std::string::npos) break;
+    begin = tab + 1;
+  }
+  return fields;
+}
+
+// The side file of a manifest X.tsv named X<suffix>, or "" if none exists.
+std::string side_file_path(const std::string& manifest_path, const char* suffix) {
+  std::filesystem::path p(manifest_path);
+  if (p.extension() != ".tsv") return "";
+  p.replace_extension(suffix);
+  return std::filesystem::is_regular_file(p) ? p.string() : "";
+}
+
 }  // namespace
 
 std::vector<Example> parse_manifest(const std::string& text, const std::string& base_dir,
@@ -53,13 +73,7 @@ WordTimes parse_word_times(const std::string& text, const std::string& base_dir,
   WordTimes times;
   for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
     const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
-    std::vector<std::string> fields;
-    for (size_t begin = 0;;) {
-      const size_t tab = line.find('\t', begin);
-      fields.push_back(line.substr(begin, tab == std::string::npos ? std::string::npos : tab - begin));
-      if (tab == std::string::npos) break;
-      begin = tab + 1;
-    }
+    const std::vector<std::string> fields = split_tabs(line);
     detail::check_data(fields.size() == 4, where, "expected 4 TAB-separated fields (audio path, word, start s, end s), found ",
                        fields.size());
     detail::check_data(!fields[0].empty() && !fields[1].empty(), where, "empty audio path or word");
@@ -82,11 +96,29 @@ WordTimes read_word_times(const std::string& path) {
   return parse_word_times(io::read_file(path), base.empty() ? "." : base, path);
 }
 
-std::string word_times_path(const std::string& manifest_path) {
-  std::filesystem::path p(manifest_path);
-  if (p.extension() != ".tsv") return "";
-  p.replace_extension(".words.tsv");
-  return std::filesystem::is_regular_file(p) ? p.string() : "";
+std::string word_times_path(const std::string& manifest_path) { return side_file_path(manifest_path, ".words.tsv"); }
+
+VoiceGroups parse_voice_groups(const std::string& text, const std::string& base_dir, const std::string& source_name) {
+  VoiceGroups groups;
+  for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
+    const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
+    const std::vector<std::string> fields = split_tabs(line);
+    detail::check_data(fields.size() == 3, where, "expected 3 TAB-separated fields (audio path, voice, speaker), found ",
+                       fields.size());
+    detail::check_data(!fields[0].empty() && !fields[1].empty() && !fields[2].empty(), where,
+                       "empty audio path, voice or speaker");
+    const std::string path = resolve(fields[0], base_dir).string();
+    const bool added = groups.emplace(path, fields[1].substr(0, fields[1].find('/'))).second;
+    detail::check_data(added, where, "audio file ", fields[0], " is listed twice");
+  });
+  return groups;
 }
+
+VoiceGroups read_voice_groups(const std::string& path) {
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return parse_voice_groups(io::read_file(path), base.empty() ? "." : base, path);
+}
+
+std::string voices_path(const std::string& manifest_path) { return side_file_path(manifest_path, ".voices.tsv"); }
 
 }  // namespace mona::data

@@ -372,7 +372,8 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
     } else {
       out = recognizer.recognize(x).tokens;
     }
-    r.counts.add(io::score(t.output_vocab.decode(out), sets[k].references));
+    r.scored.push_back({k, io::score(t.output_vocab.decode(out), sets[k].references)});
+    r.counts.add(r.scored.back().counts);
     ++r.inputs;
     if (bar) bar->update_count(r.inputs);
   }

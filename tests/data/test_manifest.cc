@@ -81,5 +81,29 @@ TEST(WordTimes, MalformedLinesAreRefusedNamingFileAndLine) {
   EXPECT_TRUE(parse("").empty());
 }
 
+TEST(VoiceGroups, ReadByResolvedPathGroupedByTheVoiceBeforeItsSlash) {
+  TempDir dir;
+  std::ofstream(dir / "m.tsv") << "wav/a.wav\tgo left\n";
+  std::ofstream(dir / "m.voices.tsv") << "wav/a.wav\tespeak-ng/en-us+Annie\tAnnie\r\n\nwav/../b.wav\tflite/rms\trms\n"
+                                         "c.wav\tnoslash\tx\n";
+  EXPECT_EQ(data::voices_path(dir / "m.tsv"), dir / "m.voices.tsv");
+  EXPECT_EQ(data::voices_path(dir / "other.tsv"), "");
+  const data::VoiceGroups g = data::read_voice_groups(dir / "m.voices.tsv");
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g.at(dir / "wav/a.wav"), "espeak-ng");
+  EXPECT_EQ(g.at(dir / "b.wav"), "flite");  // the path as read_manifest resolves it
+  EXPECT_EQ(g.at(dir / "c.wav"), "noslash");
+}
+
+TEST(VoiceGroups, MalformedLinesAreRefusedNamingFileAndLine) {
+  auto parse = [](const std::string& text) { return data::parse_voice_groups(text, "/d", "v.tsv"); };
+  expect_error([&] { parse("a.wav\tflite/rms\trms\nb.wav\tflite/rms\n"); },
+               "v.tsv:2: expected 3 TAB-separated fields (audio path, voice, speaker), found 2");
+  expect_error([&] { parse("a.wav\t\trms\n"); }, "v.tsv:1: empty audio path, voice or speaker");
+  expect_error([&] { parse("a.wav\tflite/rms\trms\nx/../a.wav\tflite/slt\tslt\n"); },
+               "v.tsv:2: audio file x/../a.wav is listed twice");
+  EXPECT_THROW(parse("a.wav\tflite/rms\n"), DataError);
+}
+
 }  // namespace
 }  // namespace mona::test

@@ -239,6 +239,49 @@ TEST(Trainer, CheckpointRoundTripDecodesIdentically) {
   EXPECT_EQ(et.inputs, 10);
 }
 
+// EvalResult::scored: per decoded input its index into the sets and its counts, which sum
+// to the totals and equal what decoding that input alone gives (mona eval's error rate per
+// voice group reads them); with a limit, the evenly spaced subset.
+TEST(Trainer, EvaluateScoresEachInputAsDecodingItAloneDoes) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 100, 3);
+  write_letter_task(d / "dev.tsv", 12, 4);
+  std::ostringstream sink;
+  train::Trainer(tiny_config(d, 10)).run({}, sink);
+  const auto t = train::TrainedModel::load(d / "run/last.ckpt");
+  const auto sets = data::group_references(data::read_tsv(d / "dev.tsv"));
+  const size_t n = sets.size();  // 12 lines, duplicates grouped
+  ASSERT_GE(n, 10u);
+  for (const int64_t limit : {0, 5}) {
+    const auto all = train::evaluate(t, sets, {}, false, limit);
+    ASSERT_EQ(static_cast<int64_t>(all.scored.size()), all.inputs);
+    io::ErrorCounts sum;
+    std::vector<size_t> indices;
+    for (const auto& s : all.scored) {
+      const auto alone = train::evaluate(t, {sets.at(s.set_index)}, {});
+      EXPECT_EQ(s.counts.token_errors, alone.counts.token_errors) << "input " << s.set_index;
+      EXPECT_EQ(s.counts.ref_tokens, alone.counts.ref_tokens) << "input " << s.set_index;
+      EXPECT_EQ(s.counts.sequence_errors, alone.counts.sequence_errors) << "input " << s.set_index;
+      sum.add(s.counts);
+      indices.push_back(s.set_index);
+    }
+    EXPECT_EQ(sum.token_errors, all.counts.token_errors);
+    EXPECT_EQ(sum.ref_tokens, all.counts.ref_tokens);
+    EXPECT_EQ(sum.sequences, all.counts.sequences);
+    if (limit == 0) {
+      ASSERT_EQ(indices.size(), n);
+      for (size_t k = 0; k < n; ++k) EXPECT_EQ(indices[k], k);
+    } else {  // 5 evenly spaced inputs, from the first
+      ASSERT_EQ(indices.size(), 5u);
+      EXPECT_EQ(indices[0], 0u);
+      for (size_t k = 1; k < 5; ++k) {
+        EXPECT_GE(indices[k] - indices[k - 1], n / 5) << k;
+        EXPECT_LE(indices[k] - indices[k - 1], n / 5 + 1) << k;
+      }
+    }
+  }
+}
+
 // train.init_from (fine-tuning, 003 Table 4a): a fresh run starts from a checkpoint's
 // parameters and buffers under their names, here MoChA with a CTC head -> hard monotonic
 // attention without one (a step-0 checkpoint holds exactly the copied values), keeping the

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -262,7 +263,7 @@ struct EvalArgs {
 };
 
 CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
-  auto* cmd = app.add_subcommand("eval", "decode a TSV file (audio models: a manifest) and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging; for a manifest X.tsv with word times X.words.tsv beside it, the emission delay after each word's end in ms)");
+  auto* cmd = app.add_subcommand("eval", "decode a TSV file (audio models: a manifest) and report token/sequence error rates and, for greedy online decoding, the streaming latency (average proportion, average lagging; for a manifest X.tsv with word times X.words.tsv beside it, the emission delay after each word's end in ms; with voices X.voices.tsv beside it, the error rate per voice group)");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("DATA", a.data_path, "TSV file: input tokens <TAB> output tokens; for an audio model a manifest: audio path <TAB> transcript")->required()->check(CLI::ExistingFile);
   cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
@@ -291,6 +292,18 @@ int run_eval(const EvalArgs& a) {
   const std::string times_path = t.takes_audio() && greedy_online ? mona::data::word_times_path(a.data_path) : "";
   const mona::data::WordTimes word_times = times_path.empty() ? mona::data::WordTimes{} : mona::data::read_word_times(times_path);
   const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown, times_path.empty() ? nullptr : &word_times);
+  // Voices (mona/data/manifest.h) beside an audio manifest: the error rates per voice group.
+  const std::string voices_path = t.takes_audio() ? mona::data::voices_path(a.data_path) : "";
+  std::map<std::string, mona::io::ErrorCounts> by_group;
+  if (!voices_path.empty()) {
+    const mona::data::VoiceGroups groups = mona::data::read_voice_groups(voices_path);
+    for (const auto& s : r.scored) {
+      const std::string& audio = sets[s.set_index].input.at(0);
+      const auto g = groups.find(audio);
+      mona::detail::check_data(g != groups.end(), voices_path, ": no voice for audio file ", audio);
+      by_group[g->second].add(s.counts);
+    }
+  }
   if (a.as_json) {
     std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
               << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
@@ -307,6 +320,11 @@ int run_eval(const EvalArgs& a) {
       std::cout << ", \"word_delay_ms_mean\": " << value(r.word_delays.mean())
                 << ", \"word_delay_ms_p90\": " << value(r.word_delays.quantile(0.9))
                 << ", \"word_delay_words\": " << r.word_delays.ms.size();
+    }
+    if (!voices_path.empty()) {  // e.g. "by_voice_group": {"espeak-ng": {"inputs": 73, "token_error_rate": 0.083}, ...}
+      nlohmann::json groups = nlohmann::json::object();
+      for (const auto& [group, c] : by_group) groups[group] = {{"inputs", c.sequences}, {"token_error_rate", c.token_error_rate()}};
+      std::cout << ", \"by_voice_group\": " << groups.dump();
     }
     std::cout << "}\n";
   } else {
@@ -325,6 +343,10 @@ int run_eval(const EvalArgs& a) {
       std::printf("emission delay after the word's end (%s): mean %.0f ms, 90th percentile %.0f ms over %zu "
                   "recognised words\n",
                   times_path.c_str(), r.word_delays.mean(), r.word_delays.quantile(0.9), r.word_delays.ms.size());
+    }
+    for (const auto& [group, c] : by_group) {
+      std::printf("voice group %s (%s): %lld inputs, token error rate %.2f%%\n", group.c_str(), voices_path.c_str(),
+                  static_cast<long long>(c.sequences), 100 * c.token_error_rate());
     }
   }
   return 0;

@@ -25,6 +25,17 @@
 // The path is resolved as the manifest's are. A malformed line (not 4 fields, a time that
 // is not a finite number >= 0, end before start) is refused with mona::DataError naming
 // file:line.
+//
+// Voices (optional, beside a manifest X.tsv as X.voices.tsv; mona-make-spoken-commands
+// writes them): who speaks each utterance, one line per utterance:
+//
+//   <audio path><TAB><voice><TAB><speaker>
+//
+// e.g. `wav/dev/000001.wav<TAB>espeak-ng/en-us+Annie<TAB>Annie`. A voice is
+// "<group>/<name>"; its group (for mona-make-spoken-commands the synthesizer: espeak-ng,
+// flite, festival) is what `mona eval` reports error rates by. A line without 3 fields, with
+// an empty field, or naming an audio file twice is refused with mona::DataError naming
+// file:line.
 #pragma once
 
 #include <map>
@@ -61,5 +72,19 @@ WordTimes parse_word_times(const std::string& text, const std::string& base_dir,
 
 /// The word-time file of manifest `manifest_path` (X.tsv: X.words.tsv), or "" if none exists.
 std::string word_times_path(const std::string& manifest_path);
+
+/// Each utterance's voice group (format above: the voice up to its first '/', the whole
+/// voice when it has none), by resolved audio path.
+using VoiceGroups = std::map<std::string, std::string>;
+
+/// Reads a voice file (format above). Throws mona::DataError naming file:line.
+VoiceGroups read_voice_groups(const std::string& path);
+
+/// Parses voice-file text; paths are resolved against `base_dir`, `source_name` names the
+/// file in error messages.
+VoiceGroups parse_voice_groups(const std::string& text, const std::string& base_dir, const std::string& source_name);
+
+/// The voice file of manifest `manifest_path` (X.tsv: X.voices.tsv), or "" if none exists.
+std::string voices_path(const std::string& manifest_path);
 
 }  // namespace mona::data

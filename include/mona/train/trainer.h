@@ -104,6 +104,14 @@ struct EvalResult {
   /// when the audio of the last feature frame read was complete, (g(i) - 1) * frame shift +
   /// frame length ms after the start. Empty otherwise.
   io::EmissionDelays word_delays;
+  /// One decoded input: its index into evaluate()'s `sets` and its counts.
+  struct Scored {
+    size_t set_index = 0;
+    io::ErrorCounts counts;
+  };
+  /// Every decoded input, in decoding order (their counts sum to `counts`): error rates of a
+  /// subset of the inputs without decoding them again (mona eval: by voice group).
+  std::vector<Scored> scored;
   int64_t inputs = 0;
   /// Wall-clock time of the whole evaluation: reading each input (for audio, its features)
   /// and decoding it.
