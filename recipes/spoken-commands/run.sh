@@ -3,22 +3,41 @@
 # two at a time (one thread each), evaluates each (greedy hard online decoding on every set;
 # beam 4 as 003 does and greedy decoding with the soft expected alignment on dev, test-7 and
 # test-20; test-long also with 003's long-form rule for models with the EOS frame), writing
-# runs/spoken-commands/<name>.<set>.<decoding>.json, plots the alignment of one test-20
-# utterance for soft attention, MoChA and SAGMM-tr, and prints the tables of the README.
+# <runs>/<name>.<set>.<decoding>.json (the protocol's runs directory, below), plots the
+# alignment of one test-20 utterance for soft attention, MoChA and SAGMM-tr, and prints the
+# tables of the README.
 # Run from the repository root after building (make build):
 #
 #   bash recipes/spoken-commands/run.sh [CONFIG_NAME ...]     # default: every configs/*.yaml
+#   PROTOCOL=hour bash recipes/spoken-commands/run.sh gmm sagmm_tr
 #
 # Configurations with train.init_from (fine-tuning) are trained after the others.
-# Environment: BUILD (default build), CORPUS_ARGS (extra mona-make-spoken-commands flags),
-# TRAIN=0 (use the runs there are, train nothing), EVAL=0 (tabulate the results there are).
+# Environment: BUILD (default build), PROTOCOL (below), CORPUS_ARGS (extra
+# mona-make-spoken-commands flags), TRAIN=0 (use the runs there are, train nothing), EVAL=0
+# (tabulate the results there are).
+#
+# PROTOCOL=table (the default): 6,000 training utterances of 5-9 words (9.4 hours of
+# audio), 200 dev, 100 per test length, 10 long; each configuration's own schedule (5,000
+# steps; soft attention 10,000), into runs/spoken-commands.
+# PROTOCOL=hour (the issue's): 20,000 training utterances (31 hours), 200 dev, 500 per
+# test length, 10 long; an hour of training per model, the learning rate halved every 6,000
+# steps, into runs/spoken-commands-hour. README.md says why these sizes.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/two-at-a-time.sh"
 BUILD=${BUILD:-build}
 mona="$BUILD/bin/mona"
-data=data/cache/spoken-commands
 configs_dir=recipes/spoken-commands/configs
-out=runs/spoken-commands
+case ${PROTOCOL:-table} in
+  table)
+    data=data/cache/spoken-commands out=runs/spoken-commands
+    corpus=(--train 6000 --dev 200 --test 100 --long 10) schedule=() ;;
+  hour)
+    data=data/cache/spoken-commands-20k out=runs/spoken-commands-hour
+    corpus=(--train 20000 --dev 200 --test 500 --long 10)
+    schedule=(--set train.max_steps=100000 --set train.max_minutes=60 --set train.optimizer.decay_every=6000
+              --set train.optimizer.decay_factor=0.5) ;;
+  *) echo "run.sh: PROTOCOL: expected table or hour, got '$PROTOCOL'" >&2; exit 2 ;;
+esac
 sets=(dev test-3 test-7 test-10 test-15 test-20 test-long real)
 decodings=(greedy beam4 expected)
 configs=("$@")
@@ -30,13 +49,19 @@ for name in "${configs[@]}"; do
   if grep -q '^ *init_from:' "$configs_dir/$name.yaml"; then then+=("$name"); else first+=("$name"); fi
 done
 
-# 6,000 training utterances of 5-9 words (9.4 hours of audio), 200 dev, 100 per test
-# length, 10 long: README.md says why.
 "$BUILD/bin/mona-make-spoken-commands" --words recipes/spoken-commands/words.txt --out-dir "$data" \
-  --train 6000 --dev 200 --test 100 --long 10 ${CORPUS_ARGS:-}
+  "${corpus[@]}" ${CORPUS_ARGS:-}
 
+# The configurations name the table's corpus and runs; the protocol's are set here (a
+# fine-tuned model starts from the same protocol's run).
 train_one() {
-  "$mona" train "$configs_dir/$1.yaml" --overwrite > "$out/$1.train.txt" 2> "$out/$1.progress.txt"
+  local where=(--set "data.train=$data/train.tsv" --set "data.dev=$data/dev.tsv" --set "data.test=$data/test-7.tsv"
+               --set "train.output_dir=$out/$1")
+  local from
+  from=$(sed -n 's|^ *init_from: *runs/spoken-commands/\([^ ]*\).*|\1|p' "$configs_dir/$1.yaml")
+  if [[ -n $from ]]; then where+=(--set "train.init_from=$out/$from"); fi
+  "$mona" train "$configs_dir/$1.yaml" --overwrite "${where[@]}" "${schedule[@]}" > "$out/$1.train.txt" \
+    2> "$out/$1.progress.txt"
 }
 # result FILE ARGS...: `mona eval ARGS --json` into FILE (through a temporary name), unless
 # FILE holds a result already: an interrupted run.sh goes on where it stopped.
