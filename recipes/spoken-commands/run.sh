@@ -64,12 +64,14 @@ train_one() {
     2> "$out/$1.progress.txt"
 }
 # result FILE ARGS...: `mona eval ARGS --json` into FILE (through a temporary name), unless
-# FILE holds a result already: an interrupted run.sh goes on where it stopped.
+# FILE holds a result already: an interrupted run.sh goes on where it stopped. One thread:
+# two evaluations run side by side (decoding's default of two threads each would put four
+# threads on the two cores, and each evaluation would run several times slower).
 result() {
   local file=$1
   shift
   if [[ -s $file ]]; then return; fi
-  "$mona" eval "$@" --json > "$file.part" && mv "$file.part" "$file"
+  "$mona" --threads 1 eval "$@" --json > "$file.part" && mv "$file.part" "$file"
 }
 # Greedy online decoding on every set; beam 4 and the expected alignment on the sets the
 # targets read (dev, test-7, test-20), which keeps a model's evaluation to a few minutes.
