@@ -162,6 +162,22 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
   const auto result = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   ASSERT_TRUE(result.contains("word_delay_words")) << r.output;
   EXPECT_LE(result["word_delay_words"].get<int64_t>(), 3 * 3) << r.output;
+  // test-3.voices.tsv lies beside it too: per synthesizer, as many inputs as the file lists.
+  std::map<std::string, int64_t> inputs_of_synthesizer;
+  {
+    std::ifstream voices(d / "corpus/test-3.voices.tsv");
+    for (std::string line; std::getline(voices, line);) {
+      const std::string voice = line.substr(line.find('\t') + 1);
+      ++inputs_of_synthesizer[voice.substr(0, voice.find('/'))];
+    }
+  }
+  ASSERT_TRUE(result.contains("by_voice_group")) << r.output;
+  std::map<std::string, int64_t> reported;
+  for (const auto& [group, g] : result["by_voice_group"].items()) {
+    reported[group] = g["inputs"].get<int64_t>();
+    EXPECT_GE(g["token_error_rate"].get<double>(), 0.0) << group;
+  }
+  EXPECT_EQ(reported, inputs_of_synthesizer) << r.output;
   // The real-time factor's audio: the frames cover each waveform to within one 10 ms shift.
   double audio_seconds = 0;
   {
@@ -173,6 +189,21 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
   EXPECT_NEAR(result["audio_seconds"].get<double>(), audio_seconds, 3 * 0.010) << r.output;
   const double rtf = result["seconds"].get<double>() / result["audio_seconds"].get<double>();
   EXPECT_NEAR(result["real_time_factor"].get<double>(), rtf, 1e-5 * rtf) << r.output;  // 6 digits printed
+  // A voice file that lacks one of the manifest's utterances is refused before decoding,
+  // naming the file and the audio.
+  fs::copy_file(d / "corpus/test-3.voices.tsv", d / "voices.bak");
+  {
+    std::ifstream in(d / "voices.bak");
+    std::string first, rest, line;
+    std::getline(in, first);
+    while (std::getline(in, line)) rest += line + "\n";
+    std::ofstream(d / "corpus/test-3.voices.tsv") << rest;
+  }
+  r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("test-3.voices.tsv: no voice for audio file "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("eval "), std::string::npos) << "decoded before refusing: " << r.output;
+  fs::rename(d / "voices.bak", d / "corpus/test-3.voices.tsv");
   // A decode setting of the checkpoint overridden for evaluation (003's long-form rule for
   // this p_eos model); a model setting cannot be.
   r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +

@@ -291,18 +291,18 @@ int run_eval(const EvalArgs& a) {
   // Word times (mona/data/manifest.h) beside an audio manifest: the emission delay after each word.
   const std::string times_path = t.takes_audio() && greedy_online ? mona::data::word_times_path(a.data_path) : "";
   const mona::data::WordTimes word_times = times_path.empty() ? mona::data::WordTimes{} : mona::data::read_word_times(times_path);
-  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown, times_path.empty() ? nullptr : &word_times);
   // Voices (mona/data/manifest.h) beside an audio manifest: the error rates per voice group.
+  // Read and checked against the manifest before decoding, so that a bad file costs nothing.
   const std::string voices_path = t.takes_audio() ? mona::data::voices_path(a.data_path) : "";
+  const mona::data::VoiceGroups groups = voices_path.empty() ? mona::data::VoiceGroups{} : mona::data::read_voice_groups(voices_path);
+  for (const auto& set : sets) {
+    mona::detail::check_data(voices_path.empty() || groups.count(set.input.at(0)) == 1, voices_path,
+                             ": no voice for audio file ", set.input.at(0));
+  }
+  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown, times_path.empty() ? nullptr : &word_times);
   std::map<std::string, mona::io::ErrorCounts> by_group;
   if (!voices_path.empty()) {
-    const mona::data::VoiceGroups groups = mona::data::read_voice_groups(voices_path);
-    for (const auto& s : r.scored) {
-      const std::string& audio = sets[s.set_index].input.at(0);
-      const auto g = groups.find(audio);
-      mona::detail::check_data(g != groups.end(), voices_path, ": no voice for audio file ", audio);
-      by_group[g->second].add(s.counts);
-    }
+    for (const auto& s : r.scored) by_group[groups.at(sets[s.set_index].input.at(0))].add(s.counts);
   }
   if (a.as_json) {
     std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
@@ -322,9 +322,9 @@ int run_eval(const EvalArgs& a) {
                 << ", \"word_delay_words\": " << r.word_delays.ms.size();
     }
     if (!voices_path.empty()) {  // e.g. "by_voice_group": {"espeak-ng": {"inputs": 73, "token_error_rate": 0.083}, ...}
-      nlohmann::json groups = nlohmann::json::object();
-      for (const auto& [group, c] : by_group) groups[group] = {{"inputs", c.sequences}, {"token_error_rate", c.token_error_rate()}};
-      std::cout << ", \"by_voice_group\": " << groups.dump();
+      nlohmann::json rates = nlohmann::json::object();
+      for (const auto& [group, c] : by_group) rates[group] = {{"inputs", c.sequences}, {"token_error_rate", c.token_error_rate()}};
+      std::cout << ", \"by_voice_group\": " << rates.dump();
     }
     std::cout << "}\n";
   } else {
