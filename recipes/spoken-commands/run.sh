@@ -71,7 +71,7 @@ result() {
   local file=$1
   shift
   if [[ -s $file ]]; then return; fi
-  "$mona" --threads 1 eval "$@" --json > "$file.part" && mv "$file.part" "$file"
+  if "$mona" --threads 1 eval "$@" --json > "$file.part"; then mv "$file.part" "$file"; else rm -f "$file.part"; fi
 }
 # Greedy online decoding on every set; beam 4 and the expected alignment on the sets the
 # targets read (dev, test-7, test-20), which keeps a model's evaluation to a few minutes.
