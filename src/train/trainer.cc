@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "mona/audio/audio_file.h"
@@ -331,20 +334,64 @@ io::EmissionDelays word_delays(const TrainedModel& t, const data::ReferenceSet& 
   return io::emission_delays(t.output_vocab.decode(tokens), emitted_ms, words, ends_ms);
 }
 
+// What evaluate() keeps of one decoded input until every input is done (they are added up
+// in input order, so that the totals do not depend on the thread count).
+struct DecodedInput {
+  EvalResult::Scored scored;
+  io::LatencyCounts latency;
+  io::EmissionDelays word_delays;
+  double audio_seconds = 0, seconds = 0;
+};
+
+// One worker of evaluate(): its model (the caller's, or a replica computing with the
+// caller's parameters) and its recognizer.
+struct EvalWorker {
+  TrainedModel t;
+  std::unique_ptr<stream::Recognizer> recognizer;
+};
+
+// A replica of `model` (built from the same configuration) computes with `model`'s own
+// parameter and buffer storage, no copy: training's shards (train.threads) and evaluation's
+// workers. Gradients the replica held are dropped.
+void share_parameters(nn::Seq2Seq& replica, const nn::Seq2Seq& model) {
+  torch::NoGradGuard no_grad;
+  const auto params = model.parameters(), buffers = model.buffers();
+  const auto rp = replica.parameters(), rb = replica.buffers();
+  detail::check(rp.size() == params.size() && rb.size() == buffers.size(), "share_parameters: replica: expected ",
+                params.size(), " parameters and ", buffers.size(), " buffers (the model's), got ", rp.size(), " and ",
+                rb.size());
+  for (size_t j = 0; j < params.size(); ++j) {
+    if (rp[j].data_ptr() != params[j].data_ptr()) rp[j].set_data(params[j]);
+    rp[j].mutable_grad() = at::Tensor();
+  }
+  for (size_t j = 0; j < buffers.size(); ++j) {
+    if (rb[j].data_ptr() != buffers[j].data_ptr()) rb[j].set_data(buffers[j]);
+  }
+}
+
 }  // namespace
 
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention, int64_t limit,
-                    const EvalProgress& progress, const data::WordTimes* word_times) {
+                    const EvalProgress& progress, const data::WordTimes* word_times, int64_t threads) {
   detail::check(!sets.empty(), "evaluate: sets: expected at least one input to decode, got none");
   detail::check(limit >= 0, "evaluate: limit: expected >= 0 (0: all), got ", limit);
+  detail::check(threads >= 1, "evaluate: threads: expected >= 1, got ", threads);
   torch::NoGradGuard no_grad;
-  t.model->eval();
-  EvalResult r;
-  stream::Recognizer recognizer(t.model, search);
   const auto t0 = std::chrono::steady_clock::now();
   // With a limit, an evenly spaced subset (files are often sorted, e.g. alphabetically).
   const size_t n = limit > 0 ? std::min<size_t>(sets.size(), static_cast<size_t>(limit)) : sets.size();
+  const size_t workers = std::min(n, static_cast<size_t>(threads));
+  std::vector<EvalWorker> pool(workers);
+  for (size_t w = 0; w < workers; ++w) {
+    pool[w].t = t;
+    if (w > 0) {
+      pool[w].t.model = build_model(pool[w].t.config, t.input_vocab, t.output_vocab);
+      share_parameters(*pool[w].t.model, *t.model);
+    }
+    pool[w].t.model->eval();
+    pool[w].recognizer = std::make_unique<stream::Recognizer>(pool[w].t.model, search);
+  }
   std::unique_ptr<io::Progress> bar;
   if (progress.out) {
     bar = std::make_unique<io::Progress>(static_cast<int64_t>(n), *progress.out, progress.is_tty);
@@ -353,31 +400,87 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
     po.unit = "inputs";
     bar->set_options(po);
   }
-  for (size_t q = 0; q < n; ++q) {
+
+  // Input q of the n: set k, read and decoded by worker w.
+  auto decode_one = [&](EvalWorker& worker, size_t q) {
+    const TrainedModel& m = worker.t;
     const size_t k = n == sets.size() ? q : q * sets.size() / n;
-    const at::Tensor x = t.input_tensor(sets[k].input);  // ids [T], or audio frames [T, F]
-    if (t.takes_audio() && x.size(0) > 0) {
-      const audio::FbankOptions& f = t.config.model.features;
-      r.audio_seconds += (static_cast<double>(x.size(0) - 1) * f.frame_shift_ms + f.frame_length_ms) / 1000;
+    const auto q0 = std::chrono::steady_clock::now();
+    DecodedInput d;
+    const at::Tensor x = m.input_tensor(sets[k].input);  // ids [T], or audio frames [T, F]
+    if (m.takes_audio() && x.size(0) > 0) {
+      const audio::FbankOptions& f = m.config.model.features;
+      d.audio_seconds = (static_cast<double>(x.size(0) - 1) * f.frame_shift_ms + f.frame_length_ms) / 1000;
     }
     std::vector<int64_t> out;
     if (expected_attention) {
-      out = decode_with_expected_alignment(t, x, search).tokens;
+      out = decode_with_expected_alignment(m, x, search).tokens;
     } else if (search.beam == 0) {  // fed one element at a time, for the latency
       const int64_t length = x.size(0);
-      const auto streamed = stream::recognize_incrementally(recognizer, x);
+      const auto streamed = stream::recognize_incrementally(*worker.recognizer, x);
       out = streamed.result.tokens;
-      if (length > 0) r.latency.add(io::latency(streamed.inputs_read, length));
-      if (word_times != nullptr && t.takes_audio()) r.word_delays.add(word_delays(t, sets[k], out, streamed.inputs_read, *word_times));
+      if (length > 0) d.latency = io::latency(streamed.inputs_read, length);
+      if (word_times != nullptr && m.takes_audio()) d.word_delays = word_delays(m, sets[k], out, streamed.inputs_read, *word_times);
     } else {
-      out = recognizer.recognize(x).tokens;
+      out = worker.recognizer->recognize(x).tokens;
     }
-    r.scored.push_back({k, io::score(t.output_vocab.decode(out), sets[k].references)});
-    r.counts.add(r.scored.back().counts);
-    ++r.inputs;
-    if (bar) bar->update_count(r.inputs);
+    d.scored = {k, io::score(m.output_vocab.decode(out), sets[k].references)};
+    d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - q0).count();
+    return d;
+  };
+
+  std::vector<std::optional<DecodedInput>> decoded(n);
+  if (workers <= 1) {
+    for (size_t q = 0; q < n; ++q) {
+      decoded[q] = decode_one(pool[0], q);
+      if (bar) bar->update_count(static_cast<int64_t>(q + 1));
+    }
+  } else {
+    // Each worker takes the next input not yet taken; an input's failure stops the others
+    // from taking more, and the first failing input's error (in input order) is thrown.
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex done_mutex;
+    int64_t done = 0;
+    std::vector<std::pair<size_t, std::exception_ptr>> errors;
+    auto work = [&](EvalWorker& worker) {
+      nn::run_operators_on_this_thread();
+      torch::NoGradGuard worker_no_grad;  // grad mode is per thread
+      while (!failed) {
+        const size_t q = next++;  // once taken, an input is decoded: the first failing one always is
+        if (q >= n) return;
+        try {
+          decoded[q] = decode_one(worker, q);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(done_mutex);
+          errors.emplace_back(q, std::current_exception());
+          failed = true;
+          return;
+        }
+        std::lock_guard<std::mutex> lock(done_mutex);
+        if (bar) bar->update_count(++done);
+      }
+    };
+    std::vector<std::thread> running;
+    for (auto& worker : pool) running.emplace_back(work, std::ref(worker));
+    for (auto& r : running) r.join();
+    if (!errors.empty()) std::rethrow_exception(std::min_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
+                                                  return a.first < b.first;
+                                                })->second);
   }
   if (bar) bar->finish();
+
+  EvalResult r;
+  r.threads = static_cast<int64_t>(std::max<size_t>(workers, 1));
+  for (auto& d : decoded) {  // input order, whichever worker decoded it
+    r.scored.push_back(d->scored);
+    r.counts.add(d->scored.counts);
+    r.latency.add(d->latency);
+    r.word_delays.add(d->word_delays);
+    r.audio_seconds += d->audio_seconds;
+    r.decode_seconds += d->seconds;
+    ++r.inputs;
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -964,21 +1067,10 @@ void TrainingRun::train_step() {
     }
     const size_t shards = part.size();
     const auto params = t_.model->parameters();
-    const auto buffers = t_.model->buffers();
     std::vector<std::future<PassResult>> running;
     for (size_t k = 1; k < shards; ++k) {
       nn::Seq2Seq& replica = *replicas_[k - 1];
-      {  // the replica computes with the model's own parameter and buffer storage (no copy)
-        torch::NoGradGuard no_grad;
-        const auto rp = replica.parameters(), rb = replica.buffers();
-        for (size_t j = 0; j < params.size(); ++j) {
-          if (rp[j].data_ptr() != params[j].data_ptr()) rp[j].set_data(params[j]);
-          rp[j].mutable_grad() = at::Tensor();
-        }
-        for (size_t j = 0; j < buffers.size(); ++j) {
-          if (rb[j].data_ptr() != buffers[j].data_ptr()) rb[j].set_data(buffers[j]);
-        }
-      }
+      share_parameters(replica, *t_.model);  // the model's own parameter and buffer storage (no copy)
       const uint64_t noise_seed = c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) * 64 + k;
       replica.decoder->attention->reseed_noise(noise_seed);
       replica_dropout_[k - 1] = at::make_generator<at::CPUGeneratorImpl>(noise_seed ^ 0xd0d0ULL);
@@ -1045,7 +1137,7 @@ void TrainingRun::evaluate_and_checkpoint() {
     shown.out = &progress_out_;
     shown.is_tty = options_.progress_is_tty;
     shown.label = "dev eval (step " + std::to_string(t_.step) + ")";
-    const EvalResult ev = evaluate(t_, dev_sets_, greedy, false, c_.train.eval_limit, shown);
+    const EvalResult ev = evaluate(t_, dev_sets_, greedy, false, c_.train.eval_limit, shown, nullptr, c_.train.threads);
     const double ter = ev.counts.token_error_rate();
     rec["dev_token_error_rate"] = ter;
     rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "mona/audio/audio_file.h"
 #include "mona/io/files.h"
@@ -187,8 +188,41 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
     }
   }
   EXPECT_NEAR(result["audio_seconds"].get<double>(), audio_seconds, 3 * 0.010) << r.output;
-  const double rtf = result["seconds"].get<double>() / result["audio_seconds"].get<double>();
+  // A stream's real-time factor: the time spent on each input, summed, per second of audio.
+  const double rtf = result["decode_seconds"].get<double>() / result["audio_seconds"].get<double>();
   EXPECT_NEAR(result["real_time_factor"].get<double>(), rtf, 1e-5 * rtf) << r.output;  // 6 digits printed
+  // Three inputs at once (--threads 3; train::evaluate): every figure but the times is the
+  // one-thread figure, word delays and voice groups included.
+  const std::string one_at_a_time =
+      std::string(MONA_CLI) + " --threads 1 eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") + " --beam 0 --json";
+  r = run_program(one_at_a_time);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto one = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  r = run_program(std::string(MONA_CLI) + " --threads 3 eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +
+                  " --beam 0 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto three = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(one["threads"], 1);
+  EXPECT_EQ(three["threads"], std::min<int64_t>(3, std::thread::hardware_concurrency()));  // clamped to the machine's
+  for (auto* j : {&one, &three}) {
+    for (const char* key : {"seconds", "decode_seconds", "inputs_per_second", "real_time_factor", "threads"}) j->erase(key);
+  }
+  EXPECT_EQ(three, one);
+  // Inputs that cannot be read as audio, decoded in parallel: the first such input in the
+  // manifest's order is named, whichever thread met which first.
+  {
+    std::ifstream in(d / "corpus/test-3.tsv");
+    std::string first;
+    std::getline(in, first);
+    std::ofstream out(d / "corpus/broken.tsv");
+    out << first << "\nnot-audio-1.wav\tyes no\n" << first << "\nnot-audio-2.wav\tup down\n" << first << "\n";
+    std::ofstream(d / "corpus/not-audio-1.wav") << "not a WAV file\n";
+    std::ofstream(d / "corpus/not-audio-2.wav") << "not a WAV file either\n";
+  }
+  r = run_program(std::string(MONA_CLI) + " --threads 2 eval " + (d / "run/last.ckpt") + " " + (d / "corpus/broken.tsv"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("not-audio-1.wav"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("not-audio-2.wav"), std::string::npos) << r.output;
   // A voice file that lacks one of the manifest's utterances is refused before decoding,
   // naming the file and the audio.
   fs::copy_file(d / "corpus/test-3.voices.tsv", d / "voices.bak");

@@ -282,6 +282,69 @@ TEST(Trainer, EvaluateScoresEachInputAsDecodingItAloneDoes) {
   }
 }
 
+// evaluate()'s threads: inputs decoded at once, each by its own model replica computing
+// with the model's parameters. Every figure but the times is the one-thread figure: the same
+// inputs in the same order, each with the counts and latency of decoding it alone, for
+// greedy online decoding (whose latency sums are added in input order, so equal to the
+// last bit), beam search and the expected alignment, with and without a limit; for each
+// mechanism family the replicas must rebuild (MoChA's chunk, GMM's buffers-free state).
+TEST(Trainer, EvaluateOnSeveralThreadsGivesWhatOneThreadGives) {
+  for (const std::string attention : {"mocha", "monotonic", "gmm", "soft"}) {
+    SCOPED_TRACE(attention);
+    TempDir d;
+    write_letter_task(d / "train.tsv", 100, 3);
+    write_letter_task(d / "dev.tsv", 14, 4);
+    std::ostringstream sink;
+    train::Config c = tiny_config(d, 10);
+    c.model.attention = attention;
+    if (attention != "mocha") c.model.attention_options = train::Config{}.model.attention_options;
+    train::Trainer(c).run({}, sink);
+    const auto t = train::TrainedModel::load(d / "run/last.ckpt");
+    const auto sets = data::group_references(data::read_tsv(d / "dev.tsv"));
+    for (const int64_t beam : {0, 2}) {
+      for (const bool expected : {false, true}) {
+        for (const int64_t limit : {0, 7}) {
+          const auto one = train::evaluate(t, sets, {beam}, expected, limit);
+          for (const int64_t threads : {2, 3}) {
+            const auto many = train::evaluate(t, sets, {beam}, expected, limit, {}, nullptr, threads);
+            const std::string at = "beam " + std::to_string(beam) + (expected ? " expected" : " hard") +
+                                   ", limit " + std::to_string(limit) + ", threads " + std::to_string(threads);
+            EXPECT_EQ(many.threads, threads) << at;
+            EXPECT_EQ(many.inputs, one.inputs) << at;
+            ASSERT_EQ(many.scored.size(), one.scored.size()) << at;
+            for (size_t k = 0; k < one.scored.size(); ++k) {
+              EXPECT_EQ(many.scored[k].set_index, one.scored[k].set_index) << at << ", input " << k;
+              EXPECT_EQ(many.scored[k].counts.token_errors, one.scored[k].counts.token_errors) << at << ", input " << k;
+              EXPECT_EQ(many.scored[k].counts.sequence_errors, one.scored[k].counts.sequence_errors) << at;
+            }
+            EXPECT_EQ(many.counts.token_errors, one.counts.token_errors) << at;
+            EXPECT_EQ(many.counts.ref_tokens, one.counts.ref_tokens) << at;
+            EXPECT_EQ(many.latency.sequences, one.latency.sequences) << at;
+            EXPECT_EQ(many.latency.tokens, one.latency.tokens) << at;
+            EXPECT_EQ(many.latency.early_tokens, one.latency.early_tokens) << at;
+            EXPECT_EQ(many.latency.proportion_sum, one.latency.proportion_sum) << at;
+            EXPECT_EQ(many.latency.lagging_sum, one.latency.lagging_sum) << at;
+          }
+          if (beam == 0 && !expected) {
+            EXPECT_GT(one.latency.sequences, 0);  // the latency was compared
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Trainer, EvaluateRefusesThreadsBelowOne) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 40, 3);
+  write_letter_task(d / "dev.tsv", 4, 4);
+  std::ostringstream sink;
+  train::Trainer(tiny_config(d, 2)).run({}, sink);
+  const auto t = train::TrainedModel::load(d / "run/last.ckpt");
+  const auto sets = data::group_references(data::read_tsv(d / "dev.tsv"));
+  EXPECT_ERROR_CONTAINS(train::evaluate(t, sets, {}, false, 0, {}, nullptr, 0), "threads", "got 0");
+}
+
 // train.init_from (fine-tuning, 003 Table 4a): a fresh run starts from a checkpoint's
 // parameters and buffers under their names, here MoChA with a CTC head -> hard monotonic
 // attention without one (a step-0 checkpoint holds exactly the copied values), keeping the

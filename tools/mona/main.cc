@@ -276,7 +276,8 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
   return cmd;
 }
 
-int run_eval(const EvalArgs& a) {
+// `threads`: inputs decoded at once (train::evaluate).
+int run_eval(const EvalArgs& a, int64_t threads) {
   TrainedModel t = TrainedModel::load(a.checkpoint);
   t.config = mona::train::with_decode_overrides(t.config, a.overrides, a.checkpoint + ":config");
   const auto sets = mona::data::group_references(mona::train::read_examples(t.config, a.data_path));
@@ -299,7 +300,8 @@ int run_eval(const EvalArgs& a) {
     mona::detail::check_data(voices_path.empty() || groups.count(set.input.at(0)) == 1, voices_path,
                              ": no voice for audio file ", set.input.at(0));
   }
-  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown, times_path.empty() ? nullptr : &word_times);
+  const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown,
+                                       times_path.empty() ? nullptr : &word_times, threads);
   std::map<std::string, mona::io::ErrorCounts> by_group;
   if (!voices_path.empty()) {
     for (const auto& s : r.scored) by_group[groups.at(sets[s.set_index].input.at(0))].add(s.counts);
@@ -307,7 +309,8 @@ int run_eval(const EvalArgs& a) {
   if (a.as_json) {
     std::cout << "{\"inputs\": " << r.inputs << ", \"token_error_rate\": " << r.counts.token_error_rate()
               << ", \"sequence_error_rate\": " << r.counts.sequence_error_rate()
-              << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds;
+              << ", \"inputs_per_second\": " << r.inputs_per_second() << ", \"seconds\": " << r.seconds
+              << ", \"threads\": " << r.threads << ", \"decode_seconds\": " << r.decode_seconds;
     if (t.takes_audio()) std::cout << ", \"audio_seconds\": " << r.audio_seconds << ", \"real_time_factor\": " << r.real_time_factor();
     if (greedy_online) {  // null when no output token was emitted at all
       auto value = [&](double v) { return r.latency.sequences > 0 ? std::to_string(v) : std::string("null"); };
@@ -328,11 +331,11 @@ int run_eval(const EvalArgs& a) {
     }
     std::cout << "}\n";
   } else {
-    std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s\n",
+    std::printf("inputs %lld  token error rate %.2f%%  sequence error rate %.2f%%  %.1f inputs/s (%lld at once)\n",
                 static_cast<long long>(r.inputs), 100 * r.counts.token_error_rate(),
-                100 * r.counts.sequence_error_rate(), r.inputs_per_second());
-    if (t.takes_audio()) std::printf("real-time factor %.4f (%.1f s for %.1f s of audio, features included)\n",
-                                     r.real_time_factor(), r.seconds, r.audio_seconds);
+                100 * r.counts.sequence_error_rate(), r.inputs_per_second(), static_cast<long long>(r.threads));
+    if (t.takes_audio()) std::printf("real-time factor %.4f per stream (%.1f s for %.1f s of audio, features included)\n",
+                                     r.real_time_factor(), r.decode_seconds, r.audio_seconds);
     if (greedy_online && r.latency.sequences > 0) {
       std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
                   "emitted before the end of input\n",
@@ -760,7 +763,7 @@ int main(int argc, char** argv) {
     const int64_t threads = requested_threads(global);
     if (*train_cmd) return run_train(train, threads);  // the trainer sets its threads
     mona::nn::set_threads(threads > 0 ? threads : 2);  // decoding: 2 unless --threads says otherwise
-    if (*eval_cmd) return run_eval(eval);
+    if (*eval_cmd) return run_eval(eval, threads > 0 ? threads : 2);
     if (*decode_cmd) return run_decode(decode);
     if (*stream_cmd) return run_stream(stream);
     if (*transcribe_cmd) return run_transcribe(transcribe);

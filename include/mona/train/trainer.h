@@ -113,15 +113,22 @@ struct EvalResult {
   /// subset of the inputs without decoding them again (mona eval: by voice group).
   std::vector<Scored> scored;
   int64_t inputs = 0;
-  /// Wall-clock time of the whole evaluation: reading each input (for audio, its features)
-  /// and decoding it.
+  /// Inputs decoded at once (evaluate()'s `threads`, at most the number of inputs).
+  int64_t threads = 1;
+  /// Wall-clock time of the whole evaluation (the throughput: inputs_per_second).
   double seconds = 0;
+  /// The sum over the inputs of the wall-clock time spent on each: reading it (for audio,
+  /// its features) and decoding it, on whichever thread decoded it. What one stream costs,
+  /// whatever the number of threads (with one thread, `seconds` less the set-up).
+  double decode_seconds = 0;
   /// Audio models: the audio the decoded inputs' feature frames cover, (frames - 1) * frame
   /// shift + frame length each (the waveform to within one frame shift); 0 otherwise.
   double audio_seconds = 0;
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
-  /// seconds / audio_seconds (audio models; 0 otherwise): below 1 is faster than real time.
-  double real_time_factor() const { return audio_seconds > 0 ? seconds / audio_seconds : 0; }
+  /// decode_seconds / audio_seconds (audio models; 0 otherwise), a stream's own real-time
+  /// factor: below 1 is faster than real time. Decoding several inputs at once raises the
+  /// throughput, not this.
+  double real_time_factor() const { return audio_seconds > 0 ? decode_seconds / audio_seconds : 0; }
 };
 
 /// Where evaluate() shows its progress (mona/io/log.h, counting display, one update per
@@ -139,10 +146,19 @@ struct EvalProgress {
 /// result). `word_times` (audio models; data::read_word_times, keyed by the audio path of
 /// sets[k].input) adds EvalResult::word_delays; an input it lacks, or whose words differ
 /// from the input's first reference, is a mona::DataError naming the audio file.
+///
+/// `threads` inputs are decoded at once, each on its own thread with one operator thread
+/// (nn::run_operators_on_this_thread) and its own model replica computing with `t`'s
+/// parameters: whole inputs in parallel, which is what scales on a few cores (an input's
+/// own operators are too small to share; bench/notes.md). Each input is decoded as it would
+/// be alone, and the results are added up in input order, so that everything but the times
+/// is the same for every thread count. When inputs fail, the error of the first of them in
+/// input order is thrown (the others stop taking inputs). Throws mona::ArgumentError when
+/// threads < 1.
 EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>& sets,
                     const nn::SearchOptions& search, bool expected_attention = false,
                     int64_t limit = 0, const EvalProgress& progress = {},
-                    const data::WordTimes* word_times = nullptr);
+                    const data::WordTimes* word_times = nullptr, int64_t threads = 1);
 
 /// Decodes one input offline with the soft expected alignment instead of the online hard
 /// attention: the encoder reads the whole input (`input_ids`, T ids of t.input_vocab), the
