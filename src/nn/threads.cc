@@ -25,6 +25,11 @@ void set_threads(int64_t threads) {
   at::set_num_threads(static_cast<int>(threads));
 }
 
-void run_operators_on_this_thread() { omp_set_num_threads(1); }
+void run_operators_on_this_thread() {
+  // ATen sets a thread's team size to the process-wide count (at::set_num_threads) at the
+  // thread's first parallel operator; done first, so that it cannot undo the 1 below.
+  at::internal::lazy_init_num_threads();
+  omp_set_num_threads(1);
+}
 
 }  // namespace mona::nn

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "mona/audio/audio_file.h"
 #include "mona/core/error.h"
@@ -194,9 +195,10 @@ struct GlobalArgs {
 void add_global(CLI::App& app, GlobalArgs& a) {
   a.threads_opt = app.add_option(
       "--threads", a.threads,
-      "threads, >= 1: training trains that many shards of each batch in parallel, decoding "
-      "runs operators on that many; more than the machine's hardware threads are clamped to them "
-      "(default: the config's train.threads for training, 2 for decoding)");
+      "threads, >= 1: training trains that many shards of each batch in parallel, eval decodes "
+      "that many inputs at once, decode, stream and transcribe run operators on that many; more than "
+      "the machine's hardware threads are clamped to them (default: the config's train.threads for "
+      "training, 2 for eval, 1 otherwise)");
 }
 
 // --threads when given (clamped to the machine's, with a notice on stderr); 0 when not given.
@@ -762,8 +764,14 @@ int main(int argc, char** argv) {
   try {  // every error: one line on stderr, exit code 1
     const int64_t threads = requested_threads(global);
     if (*train_cmd) return run_train(train, threads);  // the trainer sets its threads
-    mona::nn::set_threads(threads > 0 ? threads : 2);  // decoding: 2 unless --threads says otherwise
-    if (*eval_cmd) return run_eval(eval, threads > 0 ? threads : 2);
+    // Decoding. eval: inputs at once, by default one per core up to 2 (the G2P recipe's model
+    // 2.1x the inputs per second of one thread on two cores). One input at a time (decode,
+    // stream, transcribe, plot): operator threads, by default 1: a second one bought
+    // nothing for the G2P model and made the speech model's stream 1.3-1.7x slower (bench/notes.md).
+    const unsigned cores = std::thread::hardware_concurrency();
+    const int64_t eval_threads = threads > 0 ? threads : (cores == 1 ? 1 : 2);
+    mona::nn::set_threads(threads > 0 ? threads : 1);
+    if (*eval_cmd) return run_eval(eval, eval_threads);
     if (*decode_cmd) return run_decode(decode);
     if (*stream_cmd) return run_stream(stream);
     if (*transcribe_cmd) return run_transcribe(transcribe);

@@ -25,8 +25,11 @@ namespace mona::nn {
 void set_threads(int64_t threads);
 
 /// Makes a thread that mona did not start through OpenMP (a std::thread running a shard of
-/// training) run its operators on itself alone: its OpenMP team size is set to 1. Call it at
-/// the start of such a thread.
+/// training, or evaluating inputs) run its operators on itself alone, whatever set_threads
+/// set for the process: its OpenMP team size is set to 1, after ATen's own per-thread
+/// initialisation (which would otherwise reset it to the process's count at the thread's
+/// first parallel operator: two evaluation threads each ran two-thread teams on two cores).
+/// Call it at the start of such a thread.
 void run_operators_on_this_thread();
 
 }  // namespace mona::nn
