@@ -385,9 +385,17 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   std::vector<EvalWorker> pool(workers);
   for (size_t w = 0; w < workers; ++w) {
     pool[w].t = t;
-    if (w > 0) {
+    if (w > 0) {  // a replica's initial values, drawn and replaced at once, leave training's random stream as it was
+      at::Generator gen = global_generator();
+      at::Tensor state;
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        state = gen.get_state();
+      }
       pool[w].t.model = build_model(pool[w].t.config, t.input_vocab, t.output_vocab);
       share_parameters(*pool[w].t.model, *t.model);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(state);
     }
     pool[w].t.model->eval();
     pool[w].recognizer = std::make_unique<stream::Recognizer>(pool[w].t.model, search);

@@ -306,7 +306,10 @@ TEST(Trainer, EvaluateOnSeveralThreadsGivesWhatOneThreadGives) {
         for (const int64_t limit : {0, 7}) {
           const auto one = train::evaluate(t, sets, {beam}, expected, limit);
           for (const int64_t threads : {2, 3}) {
+            const at::Tensor rng_before = at::globalContext().defaultGenerator(at::kCPU).get_state();
             const auto many = train::evaluate(t, sets, {beam}, expected, limit, {}, nullptr, threads);
+            // The replicas' construction leaves the global generator (training's dropout) as it was.
+            EXPECT_TRUE(torch::equal(at::globalContext().defaultGenerator(at::kCPU).get_state(), rng_before));
             const std::string at = "beam " + std::to_string(beam) + (expected ? " expected" : " hard") +
                                    ", limit " + std::to_string(limit) + ", threads " + std::to_string(threads);
             EXPECT_EQ(many.threads, threads) << at;
