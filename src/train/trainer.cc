@@ -479,7 +479,7 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   if (bar) bar->finish();
 
   EvalResult r;
-  r.threads = static_cast<int64_t>(std::max<size_t>(workers, 1));
+  r.threads = static_cast<int64_t>(workers);  // >= 1: there is at least one input
   for (auto& d : decoded) {  // input order, whichever worker decoded it
     r.scored.push_back(d->scored);
     r.counts.add(d->scored.counts);

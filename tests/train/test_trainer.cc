@@ -288,6 +288,7 @@ TEST(Trainer, EvaluateScoresEachInputAsDecodingItAloneDoes) {
 // greedy online decoding (whose latency sums are added in input order, so equal to the
 // last bit), beam search and the expected alignment, with and without a limit; for each
 // mechanism family the replicas must rebuild (MoChA's chunk, GMM's buffers-free state).
+// Fewer than one thread is refused, naming the argument.
 TEST(Trainer, EvaluateOnSeveralThreadsGivesWhatOneThreadGives) {
   for (const std::string attention : {"mocha", "monotonic", "gmm", "soft"}) {
     SCOPED_TRACE(attention);
@@ -301,6 +302,7 @@ TEST(Trainer, EvaluateOnSeveralThreadsGivesWhatOneThreadGives) {
     train::Trainer(c).run({}, sink);
     const auto t = train::TrainedModel::load(d / "run/last.ckpt");
     const auto sets = data::group_references(data::read_tsv(d / "dev.tsv"));
+    EXPECT_ERROR_CONTAINS(train::evaluate(t, sets, {}, false, 0, {}, nullptr, 0), "threads", "got 0");
     for (const int64_t beam : {0, 2}) {
       for (const bool expected : {false, true}) {
         for (const int64_t limit : {0, 7}) {
@@ -335,17 +337,6 @@ TEST(Trainer, EvaluateOnSeveralThreadsGivesWhatOneThreadGives) {
       }
     }
   }
-}
-
-TEST(Trainer, EvaluateRefusesThreadsBelowOne) {
-  TempDir d;
-  write_letter_task(d / "train.tsv", 40, 3);
-  write_letter_task(d / "dev.tsv", 4, 4);
-  std::ostringstream sink;
-  train::Trainer(tiny_config(d, 2)).run({}, sink);
-  const auto t = train::TrainedModel::load(d / "run/last.ckpt");
-  const auto sets = data::group_references(data::read_tsv(d / "dev.tsv"));
-  EXPECT_ERROR_CONTAINS(train::evaluate(t, sets, {}, false, 0, {}, nullptr, 0), "threads", "got 0");
 }
 
 // train.init_from (fine-tuning, 003 Table 4a): a fresh run starts from a checkpoint's
