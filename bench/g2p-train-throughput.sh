@@ -9,8 +9,13 @@
 # mona: `mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` with train.threads = 1 or 2
 # (shards of each batch in parallel, include/mona/nn/threads.h), 100 + N steps, the target
 # tokens per second of the log records after step 100. Peer: 20 warm-up steps, then N timed
-# steps, torch.set_num_threads(1 or 2). Needs data/cache/g2p-cmudict (make demo prepares it)
-# and Debian's python3-torch.
+# steps, torch.set_num_threads(1 or 2) and OPENBLAS_NUM_THREADS the same count, so that
+# both sides run on as many threads as the row says: torch.set_num_threads does not reach
+# the pool that Debian's OpenBLAS (libopenblas0-pthread) keeps beside ATen's, one thread per
+# core by default, which mona sets to one (include/mona/nn/threads.h). The peer is also run
+# at one thread with OpenBLAS's default pool (pytorch_eager_blas_pool), as a user who sets
+# only torch.set_num_threads(1) runs it. Needs data/cache/g2p-cmudict (make demo prepares
+# it) and Debian's python3-torch.
 set -euo pipefail
 rounds=3 steps=300 csv="" build=build
 while [[ $# -gt 0 ]]; do
@@ -38,17 +43,22 @@ mona_run() {  # threads -> target tokens/s after step 100
   grep '"event":"train"' "$work/run/train.jsonl" | tail -n +2 |
     sed 's/.*"tokens_per_second":\([0-9.e+]*\).*/\1/' | awk '{ s += $1; n++ } END { printf "%.1f", s / n }'
 }
-peer_run() {
-  /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps" | cut -d' ' -f1
+peer_run() {  # threads [blas_threads, empty: OpenBLAS's default] -> target tokens/s
+  if [[ -n ${2:-} ]]; then
+    OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps"
+  else
+    env -u OPENBLAS_NUM_THREADS /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps"
+  fi | cut -d' ' -f1
 }
 for ((r = 1; r <= rounds; ++r)); do
   for t in 1 2; do
     echo "mona,$t,$r,$(mona_run "$t")" >> "$rows"
-    echo "pytorch_eager,$t,$r,$(peer_run "$t")" >> "$rows"
+    echo "pytorch_eager,$t,$r,$(peer_run "$t" "$t")" >> "$rows"
   done
+  echo "pytorch_eager_blas_pool,1,$r,$(peer_run 1)" >> "$rows"
 done
 [[ -n $csv ]] && cp "$rows" "$csv.tmp" && mv "$csv.tmp" "$csv"
-for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2"; do
+for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2" "pytorch_eager_blas_pool,1"; do
   grep "^$key," "$rows" | cut -d, -f4 | sort -n |
     awk -v k="$key" '{ a[NR] = $1 } END {
       med = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2

@@ -692,7 +692,9 @@ int main(int argc, char** argv) {
          " closed-form MoChA, `torch.set_num_threads`), target tokens per second, min / median of " +
          std::to_string(runs.empty() ? 0 : runs.begin()->second.size()) +
          " interleaved rounds. mona's threads are shards of each batch trained in parallel (train.threads);"
-         " the peer's are PyTorch's intra-op threads. Raw numbers: [g2p_train.csv](" + link + "g2p_train.csv).");
+         " the peer's are PyTorch's intra-op threads, with OpenBLAS's own pool set to the same count"
+         " (OPENBLAS_NUM_THREADS; `torch.set_num_threads` does not reach it). Raw numbers: [g2p_train.csv](" +
+         link + "g2p_train.csv).");
     line();
     line("| threads | mona | PyTorch eager | mona / PyTorch (median) |");
     line("|---|---|---|---|");
@@ -702,6 +704,13 @@ int main(int argc, char** argv) {
            " | " + fixed(m.second / p.second, 2) + "x |");
     }
     line();
+    if (g2p.count("pytorch_eager_blas_pool,1")) {
+      const auto p = g2p["pytorch_eager_blas_pool,1"];
+      line("The peer with `torch.set_num_threads(1)` alone, OpenBLAS keeping its default pool of one thread per"
+           " core beside it (its matrix products may run on every core): " + fmt(p.first) + " / " + fmt(p.second) +
+           "; mona at one thread / this (medians): " + fixed(g2p["mona,1"].second / p.second, 2) + "x.");
+      line();
+    }
   }
 
   // ------------------------------------------------------------------ features
