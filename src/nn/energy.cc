@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "raw_tensor.h"
+#include "mona/nn/functional.h"
 #include "mona/core/error.h"
 
 namespace mona::nn {
@@ -49,10 +50,9 @@ at::Tensor AdditiveEnergy::effective_v() const {
 at::Tensor AdditiveEnergy::keys(const at::Tensor& memory) { return memory_proj(memory); }
 
 at::Tensor AdditiveEnergy::forward(const at::Tensor& queries, const at::Tensor& keys) {
-  // [B, U, 1, d] + [B, 1, T, d] -> tanh -> . v -> [B, U, T]
-  const at::Tensor q = query_proj(queries).unsqueeze(2);
-  const at::Tensor h = torch::tanh(q + keys.unsqueeze(1));
-  at::Tensor e = torch::matmul(h, effective_v());
+  // [B, U, d] against [B, T, d] -> [B, U, T]: tanh and the product with v fused, one pass
+  // each way (mona/core/additive_energy.h).
+  at::Tensor e = additive_energy(query_proj(queries), keys, effective_v());
   if (monotonic_) e = e + r;
   return e;
 }

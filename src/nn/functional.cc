@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 
 #include "check.h"
+#include "mona/core/additive_energy.h"
 #include "mona/core/matcha.h"
 #include "mona/core/mocha.h"
 #include "mona/core/monotonic.h"
@@ -205,7 +206,54 @@ struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
   }
 };
 
+struct AdditiveEnergyFn : torch::autograd::Function<AdditiveEnergyFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor query, at::Tensor keys, at::Tensor w) {
+    const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
+    at::Tensor e = at::empty({B, U, T}, query.options());
+    AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy", [&] {
+      core::additive_energy(query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                            e.data_ptr<scalar_t>(), B, U, T, d);
+    });
+    ctx->save_for_backward({query, keys, w});
+    return e;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &query = saved[0], &keys = saved[1], &w = saved[2];
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
+    at::Tensor grad_query, grad_keys, grad_w;
+    if (ctx->needs_input_grad(0)) grad_query = at::empty_like(query);
+    if (ctx->needs_input_grad(1)) grad_keys = at::empty_like(keys);
+    if (ctx->needs_input_grad(2)) grad_w = at::empty_like(w);
+    AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy_backward", [&] {
+      auto ptr = [](at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
+      core::additive_energy_backward(g.data_ptr<scalar_t>(), query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(),
+                                     w.data_ptr<scalar_t>(), ptr(grad_query), ptr(grad_keys), ptr(grad_w), B, U, T,
+                                     d);
+    });
+    return {grad_query, grad_keys, grad_w};
+  }
+};
+
 }  // namespace
+
+at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w) {
+  const char* fn = "mona::nn::additive_energy";
+  detail::check_tensor(query, fn, "query", 3, "[B, U, d]");
+  detail::check_tensor(keys, fn, "keys", 3, "[B, T, d]");
+  detail::check_tensor(w, fn, "w", 1, "[d]");
+  MONA_CHECK(keys.size(0) == query.size(0) && keys.size(2) == query.size(2), fn,
+             ": keys: expected sizes [B, T, d] with B = ", query.size(0), " and d = ", query.size(2),
+             " (those of query), got ", keys.sizes());
+  MONA_CHECK(w.size(0) == query.size(2), fn, ": w: expected sizes [d] = [", query.size(2), "], got ", w.sizes());
+  MONA_CHECK(keys.scalar_type() == query.scalar_type(), fn, ": keys: expected dtype ", query.scalar_type(),
+             " (that of query), got ", keys.scalar_type());
+  MONA_CHECK(w.scalar_type() == query.scalar_type(), fn, ": w: expected dtype ", query.scalar_type(),
+             " (that of query), got ", w.scalar_type());
+  return AdditiveEnergyFn::apply(query.contiguous(), keys.contiguous(), w.contiguous());
+}
 
 at::Tensor monotonic_alignment(const at::Tensor& p, const at::Tensor& in_lens,
                                const at::Tensor& out_lens, const at::Tensor& alpha0) {

@@ -84,6 +84,32 @@ TEST(Functional, GradientsMatchFiniteDifferences) {
                     1e-7, "step p");
 }
 
+// The fused additive energy against the same formula in ATen's operators (ATen's tanh,
+// autograd's gradients), double: the kernel's tanh is within a few ulp of 1 (absolute) of
+// ATen's, the sums over d = 19 and T = 6 terms of size <= 3 round alike, so 1e-13.
+TEST(Functional, AdditiveEnergyMatchesTheATenFormula) {
+  torch::manual_seed(4);
+  const int64_t B = 3, U = 2, T = 6, d = 19;
+  auto q = (2 * torch::randn({B, U, d}, torch::kDouble)).requires_grad_();
+  auto keys = (2 * torch::randn({B, T, d}, torch::kDouble)).requires_grad_();
+  auto w = torch::randn({d}, torch::kDouble).requires_grad_();
+  const auto G = torch::randn({B, U, T}, torch::kDouble);
+  const auto fused = nn::additive_energy(q, keys, w);
+  const auto aten = torch::matmul(torch::tanh(q.unsqueeze(2) + keys.unsqueeze(1)), w);
+  EXPECT_LT((fused - aten).abs().max().item<double>(), 1e-13);
+  const auto gf = torch::autograd::grad({(fused * G).sum()}, {q, keys, w});
+  const auto ga = torch::autograd::grad({(aten * G).sum()}, {q, keys, w});
+  const char* names[] = {"query", "keys", "w"};
+  for (int n = 0; n < 3; ++n) EXPECT_LT((gf[n] - ga[n]).abs().max().item<double>(), 1e-13) << names[n];
+  // float32 inputs give the float kernel. Against the double result: rounding q and keys
+  // to float moves each tanh argument (|q + k| < 16) by up to 1e-6 and tanh by as much, the
+  // kernel adds a few float ulp of 1, both times sum_k |w_k| (about 15 here): 2e-5.
+  const auto f32 = nn::additive_energy(q.detach().to(torch::kFloat), keys.detach().to(torch::kFloat),
+                                       w.detach().to(torch::kFloat));
+  EXPECT_EQ(f32.scalar_type(), torch::kFloat);
+  EXPECT_LT((f32.to(torch::kDouble) - aten.detach()).abs().max().item<double>(), 2e-5);
+}
+
 TEST(Functional, ArgumentErrorsNameTheArgument) {
   auto p = torch::rand({2, 3, 4});
   expect_error([&] { nn::monotonic_alignment(torch::rand({2, 3})); },
@@ -103,6 +129,13 @@ TEST(Functional, ArgumentErrorsNameTheArgument) {
                      "u: expected sizes [2, 3, 4] (those of alpha), got [2, 3, 5]");
   expect_error([&] { nn::monotonic_alignment_step(torch::rand({2, 4}), torch::rand({2, 4}, torch::kDouble)); },
                      "alpha_prev: expected dtype Float (that of p), got Double");
+  expect_error([&] { nn::additive_energy(torch::rand({2, 3, 4}), torch::rand({2, 5, 3}), torch::rand({4})); },
+               "mona::nn::additive_energy: keys: expected sizes [B, T, d] with B = 2 and d = 4 (those of query),"
+               " got [2, 5, 3]");
+  expect_error([&] { nn::additive_energy(torch::rand({2, 3, 4}), torch::rand({2, 5, 4}), torch::rand({3})); },
+               "w: expected sizes [d] = [4], got [3]");
+  expect_error([&] { nn::additive_energy(p, torch::rand({2, 5, 4}, torch::kDouble), torch::rand({4})); },
+               "keys: expected dtype Float (that of query), got Double");
   expect_error([&] { nn::monotonic_alignment(p * 2 + 1); },  // values, from the kernel
                      "p: expected values in [0, 1]");
 }

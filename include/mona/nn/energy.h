@@ -10,7 +10,8 @@
 //   ScaledDotEnergy          e_j = g s^T W h_j + r                               002 eq. 17
 //
 // keys(h) gives k_j = W_h h_j (additive) or W h_j (dot), shape [..., T, Dk]. forward()
-// scores a batch of queries against the keys, with autograd. scorer() prepares one query
+// scores a batch of queries against the keys, with autograd (the additive energies' tanh
+// and product with v as one fused kernel each way, mona::nn::additive_energy). scorer() prepares one query
 // for online decoding: EnergyScorer evaluates e_j for a single key from raw memory, with
 // no tensor allocation, so that the hard online step pays for the entries it inspects only.
 //

@@ -42,6 +42,14 @@ at::Tensor matcha_chunkwise(const at::Tensor& alpha_prev, const at::Tensor& p,
                             const at::Tensor& u, const at::Tensor& in_lens = {},
                             const at::Tensor& out_lens = {});
 
+/// Additive energies (002 eqs. 15-16, 000 eq. 5; mona/core/additive_energy.h): the
+/// queries' part query [B, U, d] (W_s s + b), the keys [B, T, d] (W_h h) and the weight
+/// w [d] (v, or g v / ||v||) -> e [B, U, T], e[b, i, j] = sum_k w[k] tanh(query[b, i, k] +
+/// keys[b, j, k]), one fused pass each way, h = tanh(.) never stored. Every entry is scored
+/// (mask padding after). Differentiable in all three. Throws mona::ArgumentError naming the
+/// argument when a size or dtype does not match.
+at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w);
+
 /// Softmax of energies e [B, U, T] over the valid entries of each row (soft attention,
 /// 000 eqs. 4-6); padded rows and entries are 0. Differentiable in e.
 at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens = {},
