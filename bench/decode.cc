@@ -53,6 +53,7 @@
 #include "mona/core/scan.h"
 #include "mona/nn/attention.h"
 #include "mona/nn/energy.h"
+#include "mona/nn/threads.h"
 #include "peers.h"
 
 namespace {
@@ -433,6 +434,7 @@ void register_all() {
 int main(int argc, char** argv) {
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
   at::set_num_threads(g_config.threads);
+  mona::nn::use_best_blas_kernels();  // what mona's programs run (mona/nn/threads.h)
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   register_all();

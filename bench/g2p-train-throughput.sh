@@ -5,6 +5,7 @@
 # Writes one CSV row per run and prints min / median per configuration.
 #
 #   bench/g2p-train-throughput.sh [--rounds N] [--steps N] [--csv FILE] [--build DIR]
+#                                 [--blas-kernels NAME]
 #
 # mona: `mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` with train.threads = 1 or 2
 # (shards of each batch in parallel, include/mona/nn/threads.h), 100 + N steps, the target
@@ -12,19 +13,23 @@
 # steps, torch.set_num_threads(1 or 2) and OPENBLAS_NUM_THREADS the same count, so that
 # both sides run on as many threads as the row says: torch.set_num_threads does not reach
 # the pool that Debian's OpenBLAS (libopenblas0-pthread) keeps beside ATen's, one thread per
-# core by default, which mona sets to one (include/mona/nn/threads.h). The peer is also run
-# at one thread with OpenBLAS's default pool (pytorch_eager_blas_pool), as a user who sets
-# only torch.set_num_threads(1) runs it. Needs data/cache/g2p-cmudict (make demo prepares
-# it) and Debian's python3-torch.
+# core by default, which mona sets to one (include/mona/nn/threads.h). With --blas-kernels
+# NAME (the OpenBLAS kernel family mona runs, `mona_bench_train --blas-kernels`) the peer runs
+# that family too (OPENBLAS_CORETYPE): mona replaces OpenBLAS's Prescott fall-back on CPUs it
+# does not know (include/mona/nn/threads.h), which PyTorch does not. The peer is also run at
+# one thread in the environment as it is (pytorch_eager_blas_pool: OpenBLAS's default pool
+# and kernel family), as a user who sets only torch.set_num_threads(1) runs it. Needs
+# data/cache/g2p-cmudict (make demo prepares it) and Debian's python3-torch.
 set -euo pipefail
-rounds=3 steps=300 csv="" build=build
+rounds=3 steps=300 csv="" build=build blas_kernels=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift ;;
     --steps) steps=$2; shift ;;
     --csv) csv=$2; shift ;;
     --build) build=$2; shift ;;
-    *) echo "usage: $0 [--rounds N] [--steps N] [--csv FILE] [--build DIR]" >&2; exit 2 ;;
+    --blas-kernels) blas_kernels=$2; shift ;;
+    *) echo "usage: $0 [--rounds N] [--steps N] [--csv FILE] [--build DIR] [--blas-kernels NAME]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -43,11 +48,17 @@ mona_run() {  # threads -> target tokens/s after step 100
   grep '"event":"train"' "$work/run/train.jsonl" | tail -n +2 |
     sed 's/.*"tokens_per_second":\([0-9.e+]*\).*/\1/' | awk '{ s += $1; n++ } END { printf "%.1f", s / n }'
 }
-peer_run() {  # threads [blas_threads, empty: OpenBLAS's default] -> target tokens/s
+peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> target tokens/s
   if [[ -n ${2:-} ]]; then
-    OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps"
+    if [[ -n $blas_kernels ]]; then
+      OPENBLAS_CORETYPE=$blas_kernels OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" \
+        --threads "$1" --steps "$steps"
+    else
+      OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps"
+    fi
   else
-    env -u OPENBLAS_NUM_THREADS /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps"
+    env -u OPENBLAS_NUM_THREADS -u OPENBLAS_CORETYPE /usr/bin/python3 bench/python/g2p_peer.py "$train" \
+      --threads "$1" --steps "$steps"
   fi | cut -d' ' -f1
 }
 for ((r = 1; r <= rounds; ++r)); do

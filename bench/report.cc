@@ -693,7 +693,9 @@ int main(int argc, char** argv) {
          std::to_string(runs.empty() ? 0 : runs.begin()->second.size()) +
          " interleaved rounds. mona's threads are shards of each batch trained in parallel (train.threads);"
          " the peer's are PyTorch's intra-op threads, with OpenBLAS's own pool set to the same count"
-         " (OPENBLAS_NUM_THREADS; `torch.set_num_threads` does not reach it). Raw numbers: [g2p_train.csv](" +
+         " (OPENBLAS_NUM_THREADS; `torch.set_num_threads` does not reach it), and OpenBLAS's kernel family set to"
+         " the one mona runs (OPENBLAS_CORETYPE; `kernels` at the top: mona replaces OpenBLAS's Prescott fall-back,"
+         " PyTorch does not). Raw numbers: [g2p_train.csv](" +
          link + "g2p_train.csv).");
     line();
     line("| threads | mona | PyTorch eager | mona / PyTorch (median) |");
@@ -706,8 +708,9 @@ int main(int argc, char** argv) {
     line();
     if (g2p.count("pytorch_eager_blas_pool,1")) {
       const auto p = g2p["pytorch_eager_blas_pool,1"];
-      line("The peer with `torch.set_num_threads(1)` alone, OpenBLAS keeping its default pool of one thread per"
-           " core beside it (its matrix products may run on every core): " + fmt(p.first) + " / " + fmt(p.second) +
+      line("The peer in the environment as it is, with `torch.set_num_threads(1)` alone: OpenBLAS keeps its default"
+           " pool of one thread per core beside it (its matrix products may run on every core) and the kernel family"
+           " it picked itself: " + fmt(p.first) + " / " + fmt(p.second) +
            "; mona at one thread / this (medians): " + fixed(g2p["mona,1"].second / p.second, 2) + "x.");
       line();
     }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common.h"
+#include "mona/nn/threads.h"
 #include "mona/stream/stream.h"
 
 namespace {
@@ -127,6 +128,7 @@ void bm_one_by_one(benchmark::State& state) { run(state, false); }
 
 int main(int argc, char** argv) {
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/false);
+  mona::nn::use_best_blas_kernels();  // what mona's programs run (mona/nn/threads.h)
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   for (auto [name, fn] : {std::pair{"streams/decode_streams", &bm_together}, std::pair{"streams/one_by_one", &bm_one_by_one}}) {

@@ -25,7 +25,7 @@
 // dL/dbeta, alpha, u, dL/dalpha, dL/du = 8 arrays) per second, beside a memcpy probe
 // (bytes read + written per second) measured in the same run.
 //
-// Usage: mona_bench_train [--kernel-target] [--quick] [--csv=FILE] [--threads=N] [--reps=N]
+// Usage: mona_bench_train [--kernel-target | --blas-kernels] [--quick] [--csv=FILE] [--threads=N] [--reps=N]
 //                         [gbench flags]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -46,6 +46,7 @@
 #include "common.h"
 #include "mona/core/cpu.h"
 #include "mona/nn/functional.h"
+#include "mona/nn/threads.h"
 
 namespace {
 
@@ -385,7 +386,12 @@ int main(int argc, char** argv) {
       std::printf("%s\n", mona::core::kernel_target());
       return 0;
     }
+    if (std::string(argv[i]) == "--blas-kernels") {  // OpenBLAS's kernel family that mona runs here
+      std::printf("%s\n", mona::nn::use_best_blas_kernels().c_str());
+      return 0;
+    }
   }
+  mona::nn::use_best_blas_kernels();  // what mona's programs run (mona/nn/threads.h)
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
   at::set_num_threads(g_config.threads);
   omp_set_num_threads(g_config.threads);
