@@ -130,11 +130,6 @@ EnergyOptions energy_options(const AttentionOptions& o) {
   return e;
 }
 
-// context [B, Dh] of weights [B, T] over values [B, T, Dh]
-at::Tensor weighted_sum(const at::Tensor& weights, const at::Tensor& values) {
-  return torch::bmm(weights.unsqueeze(1), values).squeeze(1);
-}
-
 void check_query(const at::Tensor& q, const Memory& m, int64_t dq, const char* fn) {
   detail::check_tensor(q, fn, "query", 2, "[B, Dq]");
   MONA_CHECK(q.size(0) == m.batch() && q.size(1) == dq, fn, ": query: expected [B, Dq] = [",
@@ -269,7 +264,9 @@ Memory Attention::prepare(const at::Tensor& memory, const at::Tensor& lengths) {
   MONA_CHECK(memory.size(2) == options_.memory_dim, fn, ": memory: expected Dh = ",
               options_.memory_dim, " (AttentionOptions.memory_dim), got ", memory.sizes());
   Memory m;
-  m.values = memory;
+  // Contiguous once here rather than at every step's context (nn::attention_context reads rows
+  // in place): an LSTM's batch-first output is a transposed view.
+  m.values = memory.contiguous();
   m.lengths = detail::check_lengths(lengths, fn, "lengths", memory.size(0), memory.size(1));
   m.keys = main_energy().keys(memory);
   if (Energy* c = chunk_energy()) m.chunk_keys = c->keys(memory);
@@ -484,7 +481,7 @@ StepOutput SoftAttention::step(const at::Tensor& query, const Memory& memory, co
   const at::Tensor e = energy->forward(query.unsqueeze(1), memory.keys);
   StepOutput out;
   out.weights = masked_softmax(e, memory.lengths).squeeze(1);
-  out.context = weighted_sum(out.weights, memory.values);
+  out.context = attention_context(out.weights, memory.values);
   return out;
 }
 
@@ -537,7 +534,7 @@ StepOutput MonotonicAttention::step(const at::Tensor& query, const Memory& memor
   StepOutput out;
   out.state = alignment_step(query, memory, state, "MonotonicAttention::step");
   out.weights = out.state;
-  out.context = weighted_sum(out.weights, memory.values);
+  out.context = attention_context(out.weights, memory.values);
   return out;
 }
 
@@ -601,7 +598,7 @@ StepOutput MoChA::step(const at::Tensor& query, const Memory& memory, const at::
   const at::Tensor u = chunk->forward(query.unsqueeze(1), memory.chunk_keys);
   out.weights =
       mocha_chunkwise(out.state.unsqueeze(1), u, options_.chunk_size, memory.lengths).squeeze(1);
-  out.context = weighted_sum(out.weights, memory.values);
+  out.context = attention_context(out.weights, memory.values);
   return out;
 }
 
@@ -643,7 +640,7 @@ StepOutput MAtChA::step(const at::Tensor& query, const Memory& memory, const at:
   StepOutput out;
   out.state = monotonic_alignment_step(p, state, memory.lengths);
   out.weights = matcha_chunkwise(state.unsqueeze(1), p.unsqueeze(1), u, memory.lengths).squeeze(1);
-  out.context = weighted_sum(out.weights, memory.values);
+  out.context = attention_context(out.weights, memory.values);
   return out;
 }
 

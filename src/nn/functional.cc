@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "mona/core/additive_energy.h"
+#include "mona/core/attention_context.h"
 #include "mona/core/matcha.h"
 #include "mona/core/mocha.h"
 #include "mona/core/monotonic.h"
@@ -237,7 +238,49 @@ struct AdditiveEnergyFn : torch::autograd::Function<AdditiveEnergyFn> {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+struct AttentionContextFn : torch::autograd::Function<AttentionContextFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor weights, at::Tensor values) {
+    const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
+    at::Tensor c = at::empty({B, d}, values.options());
+    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context", [&] {
+      core::attention_context(weights.data_ptr<scalar_t>(), values.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(), B,
+                              1, T, d);
+    });
+    ctx->save_for_backward({weights, values});
+    return c;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &weights = saved[0], &values = saved[1];
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
+    at::Tensor grad_weights, grad_values;
+    if (ctx->needs_input_grad(0)) grad_weights = at::empty_like(weights);
+    if (ctx->needs_input_grad(1)) grad_values = at::empty_like(values);
+    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context_backward", [&] {
+      auto ptr = [](at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
+      core::attention_context_backward(g.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(),
+                                       values.data_ptr<scalar_t>(), ptr(grad_weights), ptr(grad_values), B, 1, T, d);
+    });
+    return {grad_weights, grad_values};
+  }
+};
+
 }  // namespace
+
+at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values) {
+  const char* fn = "mona::nn::attention_context";
+  detail::check_tensor(weights, fn, "weights", 2, "[B, T]");
+  detail::check_tensor(values, fn, "values", 3, "[B, T, d]");
+  MONA_CHECK(values.size(0) == weights.size(0) && values.size(1) == weights.size(1), fn,
+             ": values: expected sizes [B, T, d] with [B, T] = [", weights.size(0), ", ", weights.size(1),
+             "] (those of weights), got ", values.sizes());
+  MONA_CHECK(values.scalar_type() == weights.scalar_type(), fn, ": values: expected dtype ", weights.scalar_type(),
+             " (that of weights), got ", values.scalar_type());
+  return AttentionContextFn::apply(weights.contiguous(), values.contiguous());
+}
 
 at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w) {
   const char* fn = "mona::nn::additive_energy";

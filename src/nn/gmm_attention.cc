@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "mona/core/error.h"
+#include "mona/nn/functional.h"
 
 namespace mona::nn {
 namespace {
@@ -344,7 +345,7 @@ StepOutput GmmAttention::step(const at::Tensor& query, const Memory& memory,
   const at::Tensor mu = state.unsqueeze(1) + p.step;  // [B, 1, H]
   StepOutput out;
   out.weights = weights_of(mu, p.variance, p.weights, memory, {}).squeeze(1);
-  out.context = torch::bmm(out.weights.unsqueeze(1), memory.values).squeeze(1);
+  out.context = attention_context(out.weights, memory.values);
   out.state = mu.squeeze(1);
   return out;
 }

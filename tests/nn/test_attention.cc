@@ -110,6 +110,37 @@ TEST(Functional, AdditiveEnergyMatchesTheATenFormula) {
   EXPECT_LT((f32.to(torch::kDouble) - aten.detach()).abs().max().item<double>(), 2e-5);
 }
 
+TEST(Functional, AttentionContextMatchesBmm) {
+  torch::manual_seed(5);
+  const int64_t B = 4, T = 7, d = 19;
+  auto w = torch::rand({B, T}, torch::kDouble);
+  w.index_put_({torch::indexing::Slice(), torch::indexing::Slice(5)}, 0.0);  // padding
+  w.requires_grad_();
+  auto h = torch::randn({B, T, d}, torch::kDouble).transpose(1, 2).contiguous().transpose(1, 2);  // strided
+  h.requires_grad_();
+  const auto G = torch::randn({B, d}, torch::kDouble);
+  const auto fused = nn::attention_context(w, h);
+  const auto aten = torch::bmm(w.unsqueeze(1), h).squeeze(1);
+  // Sums of T = 7 products of values below 4 in magnitude: a few ulp of 30.
+  EXPECT_LT((fused - aten).abs().max().item<double>(), 1e-13);
+  const auto gf = torch::autograd::grad({(fused * G).sum()}, {w, h});
+  const auto ga = torch::autograd::grad({(aten * G).sum()}, {w, h});
+  EXPECT_LT((gf[0] - ga[0]).abs().max().item<double>(), 1e-13) << "weights";
+  EXPECT_LT((gf[1] - ga[1]).abs().max().item<double>(), 1e-13) << "values";
+  // float32 gives the float kernel: against the double result, float rounding of the inputs
+  // and of T products (relative 6e-8 each) times sums below 30: 1e-5.
+  const auto f32 = nn::attention_context(w.detach().to(torch::kFloat), h.detach().to(torch::kFloat));
+  EXPECT_EQ(f32.scalar_type(), torch::kFloat);
+  EXPECT_LT((f32.to(torch::kDouble) - aten.detach()).abs().max().item<double>(), 1e-5);
+  expect_error([&] { nn::attention_context(torch::rand({2, 3}), torch::rand({2, 4, 5})); },
+               "mona::nn::attention_context: values: expected sizes [B, T, d] with [B, T] = [2, 3] (those of"
+               " weights), got [2, 4, 5]");
+  expect_error([&] { nn::attention_context(torch::rand({2, 3}), torch::rand({2, 3, 5}, torch::kDouble)); },
+               "values: expected dtype Float (that of weights), got Double");
+  expect_error([&] { nn::attention_context(torch::rand({2, 3, 1}), torch::rand({2, 3, 5})); },
+               "mona::nn::attention_context: weights: expected 2 dims [B, T], got [2, 3, 1]");
+}
+
 TEST(Functional, ArgumentErrorsNameTheArgument) {
   auto p = torch::rand({2, 3, 4});
   expect_error([&] { nn::monotonic_alignment(torch::rand({2, 3})); },

@@ -50,6 +50,14 @@ at::Tensor matcha_chunkwise(const at::Tensor& alpha_prev, const at::Tensor& p,
 /// argument when a size or dtype does not match.
 at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w);
 
+/// Context vectors of attention (002 eq. 3, 000 eq. 26; mona/core/attention_context.h):
+/// weights [B, T] of one output step and the memory's values [B, T, d] -> context [B, d],
+/// c[b] = sum_j weights[b, j] values[b, j]: what bmm(weights.unsqueeze(1), values) returns,
+/// in one pass each way instead of ATen's matrix product per batch element. Entries of weight
+/// exactly 0 are skipped, so padding values never reach the context. Differentiable in both.
+/// Throws mona::ArgumentError naming the argument when a size or dtype does not match.
+at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values);
+
 /// Softmax of energies e [B, U, T] over the valid entries of each row (soft attention,
 /// 000 eqs. 4-6); padded rows and entries are 0. Differentiable in e.
 at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens = {},
