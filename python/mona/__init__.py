@@ -8,7 +8,10 @@ callable from TorchScript) and the streaming :class:`Recognizer`. The modules:
 * :mod:`mona.nn`: ``torch.nn.Module`` wrappers for the attention mechanisms;
 * :mod:`mona.compat.fairseq`: fairseq's ``expected_alignment_from_p_choose``, exact and
   differentiable;
-* :class:`Recognizer`: decoding a checkpoint written by ``mona train``, online.
+* :class:`Recognizer`: decoding a checkpoint written by ``mona train``, online;
+* :func:`use_best_blas_kernels`: PyTorch's matrix products on the kernels of the CPU's
+  vector units where Debian's OpenBLAS fell back to its SSE3 ones (a CPU model it does not
+  know), as mona's C++ programs run them.
 
 Papers are cited by file number of ``shared/papers`` (README.md there): 000 MoChA, 002 hard
 monotonic attention, 003 source-aware GMM attention, 004 the conditional Bernoulli.
@@ -35,7 +38,7 @@ except ImportError as e:  # the extension is built by `make python` (README)
         "`make python` in the mona repository, and use the Python whose torch it was built "
         f"against (Debian: /usr/bin/python3). Cause: {e}") from e
 
-from ._C import ArgumentError, DataError  # noqa: E402
+from ._C import ArgumentError, DataError, use_best_blas_kernels  # noqa: E402
 ArgumentError.__module__ = DataError.__module__ = "mona"
 from . import functional  # noqa: E402
 from . import nn  # noqa: E402
@@ -52,5 +55,5 @@ __all__ = [
     "cb_log_table", "cb_marginal_log_likelihood", "cb_marginals", "cb_sample",
     "gmm_attention_weights", "gmm_length_penalty", "masked_softmax", "matcha_chunkwise",
     "mocha_chunkwise", "monotonic_alignment", "monotonic_alignment_step",
-    "poisson_binomial_log_prob",
+    "poisson_binomial_log_prob", "use_best_blas_kernels",
 ]

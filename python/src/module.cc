@@ -20,6 +20,7 @@
 
 #include "mona/core/error.h"
 #include "mona/nn/functional.h"
+#include "mona/nn/threads.h"
 #include "mona/stream/stream.h"
 #include "mona/train/trainer.h"
 
@@ -97,6 +98,15 @@ PYBIND11_MODULE(_C, m) {
           return seconds;
         },
         py::arg("p"), py::arg("grad"), py::arg("reps"), py::call_guard<py::gil_scoped_release>());
+
+  m.def("use_best_blas_kernels", &mona::nn::use_best_blas_kernels,
+        "OpenBLAS's kernel family for PyTorch's matrix products in this process, after making OpenBLAS\n"
+        "pick again by the CPU's vector units (SkylakeX: AVX-512, Haswell: AVX2 and FMA) where it fell\n"
+        "back to its SSE3 family Prescott on a CPU model it does not know (Debian's OpenBLAS 0.3.21\n"
+        "on Intel Emerald Rapids, for one) and OPENBLAS_CORETYPE is not set; mona's C++ programs do\n"
+        "this at start (include/mona/nn/threads.h). Call it before the first matrix product, while\n"
+        "no other thread runs one. Returns the family's name ('SkylakeX', 'Haswell', ...), or ''\n"
+        "when PyTorch's BLAS is not OpenBLAS.");
 
   py::class_<StreamResult>(m, "StreamResult")
       .def_readonly("token_ids", &StreamResult::tokens)
