@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "subnormals.h"
 #include "targets.h"
 #include "validate.h"
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "parallel.h"
+#include "subnormals.h"
 #include "targets.h"
 #include "validate.h"
 #include "vexp.h"

@@ -14,6 +14,9 @@
 #include <limits>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "mona/core/monotonic.h"
 #include "mona/core/softmax.h"
@@ -388,6 +391,43 @@ TEST(MochaBackward, FloatMatchesDouble) {
     }
   }
   std::printf("[   info   ] backward float vs double: max abs err %.3g\n", max_err);
+}
+
+// Energies spread as at the end of training (u ~ N(0, 30^2), the benchmark's hard case):
+// many exp(u_l - u_j) fall below FLT_MIN, which the kernel flushes to zero
+// (src/core/subnormals.h). Float against double as above (flushing moves a result by less
+// than FLT_MIN per operation, far inside 1e-5), and the caller's MXCSR is as it was.
+TEST(MochaBackward, SpreadEnergiesFlushedToZeroStillMatchDouble) {
+#if defined(__x86_64__)
+  const unsigned kControl = ~0x3Fu;  // MXCSR without its sticky exception flags
+  const unsigned mxcsr = _mm_getcsr() & kControl;
+  ASSERT_EQ(mxcsr & 0x8040u, 0u) << "the test runs without FTZ / DAZ";
+#endif
+  Random rng(12);
+  double max_err = 0;
+  for (int rep = 0; rep < 40; ++rep) {
+    const Case c = random_case(rng, 12);
+    auto as_float = [](const std::vector<double>& x) { return cast<double>(cast<float>(x)); };
+    const auto alpha = as_float(c.fill([&] { return rng.uniform(0.0, 1.0); }, kNaN));
+    const auto u = as_float(c.fill([&] { return rng.normal(0.0, 30.0); }, kNaN));
+    const auto g = as_float(c.fill([&] { return rng.normal(0.0, 1.0); }, kNaN));
+    for (int64_t w : chunk_sizes(c.T)) {
+      const auto beta_f = run_forward<float>(alpha, u, c, w);
+      const auto beta_d = run_forward<double>(alpha, u, c, w);
+      std::vector<double> ga_d, gu_d;
+      std::vector<float> ga_f, gu_f;
+      run_backward<double>(g, alpha, u, c, w, ga_d, gu_d);
+      run_backward<float>(g, alpha, u, c, w, ga_f, gu_f);
+      const double e =
+          std::max({max_abs_diff(beta_f, beta_d), max_abs_diff(ga_f, ga_d), max_abs_diff(gu_f, gu_d)});
+      EXPECT_LE(e, 1e-5) << "rep " << rep << " w " << w;
+      max_err = std::max(max_err, e);
+    }
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(_mm_getcsr() & kControl, mxcsr);
+#endif
+  std::printf("[   info   ] spread energies, float vs double: max abs err %.3g\n", max_err);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@
 // upstream falls back on the CPU's features since 0.3.25). Intel's Emerald Rapids (family 6,
 // model 207, AVX-512) is such a model. Measured there (bench/notes.md, "OpenBLAS's kernel
 // family"): G2P training at one thread (recipes/g2p-cmudict/configs/mocha_w4.yaml) ran at
-// 5,300-6,100 target tokens/s on Prescott's kernels and 12,500-13,300 on the AVX-512 ones.
+// 5,300-6,100 target tokens/s on Prescott's kernels and 11,600-13,400 on the AVX-512 ones.
 // set_threads therefore also makes OpenBLAS pick again, by the CPU's features, when it fell
 // back to Prescott and OPENBLAS_CORETYPE (OpenBLAS's own override) is not set.
 #pragma once
