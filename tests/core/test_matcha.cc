@@ -324,6 +324,40 @@ TEST(MatchaBackward, FloatMatchesDouble) {
   std::cout << "[ matcha ] float vs double backward: max relative error " << worst << "\n";
 }
 
+// Rows long enough that prod (1 - p) falls below FLT_MIN well inside them, where the float
+// kernels stop their downward sweeps (src/core/matcha_kernels.inc) and the double kernels,
+// whose products stay normal, do not; exact 0s and 1s in p included (dL/dp at p = 1 needs
+// the product without that factor). Tolerance as FloatMatchesDouble: the left-out terms are
+// below FLT_MIN, far under float rounding.
+TEST(MatchaBackward, FloatStopsWhereProductsUnderflowAndStillMatchesDouble) {
+  Random rng(63);
+  Options o;
+  o.lengths = false;
+  o.edge_p = 0.02;
+  const Problem pr = make_problem(rng, 2, 2, 400, o);
+  int underflows = 0;  // runs between exact 1s of p whose float product of (1 - p) underflows
+  for (size_t r = 0; r < pr.size() / 400; ++r) {
+    float prod = 1;
+    for (size_t k = 0; k < 400; ++k) {
+      const float f = 1.0f - static_cast<float>(pr.p[r * 400 + k]);
+      prod = f == 0.0f ? 1.0f : prod * f;
+      underflows += prod < std::numeric_limits<float>::min();
+      if (prod < std::numeric_limits<float>::min()) prod = 1;
+    }
+  }
+  ASSERT_GT(underflows, 0);
+  const Grads gf = forward_backward<float>(pr, pr.a, pr.p, pr.u);
+  const Grads gd = forward_backward<double>(pr, cast<double>(cast<float>(pr.a)),
+                                            cast<double>(cast<float>(pr.p)),
+                                            cast<double>(cast<float>(pr.u)));
+  EXPECT_LE(relative_error(gf.beta, gd.beta), 2e-5);
+  EXPECT_LE(relative_error(gf.a, gd.a), 2e-5);
+  EXPECT_LE(relative_error(gf.p, gd.p), 2e-5);
+  EXPECT_LE(relative_error(gf.u, gd.u), 2e-5);
+  std::cout << "[ matcha ] T=400, float products underflowing, against double: grad_p "
+            << relative_error(gf.p, gd.p) << "\n";
+}
+
 // p in {0, 1}: gradients are finite and agree with one-sided differences. beta is affine
 // in each single p[m] (000 eq. 28: p[m] enters as p[l] or as one factor 1 - p[o]), so a
 // one-sided difference is exact up to rounding.
