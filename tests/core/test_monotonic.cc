@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <omp.h>
 #include <tuple>
 
 #include "mona/core/scan.h"
@@ -292,6 +293,70 @@ TEST(MonotonicAlignment, ManyRaggedSequencesMatchTheStepKernelsRowByRow) {
     EXPECT_LE(max_abs_diff(fa, ref_alpha), 1e-5);
     EXPECT_LE(max_abs_diff(fgp, ref_gp), 1e-5);
     EXPECT_LE(max_abs_diff(fga0, ref_ga0), 1e-5);
+  }
+}
+
+// The thread count changes how the batch is laid out in lanes (src/core/monotonic_kernels.inc,
+// with_lanes: a small batch on several threads runs in narrower groups), never a lane's
+// arithmetic: 1, 2 and 3 threads must give the same bits, and the step kernels' values.
+// Sizes above the parallel threshold (src/core/parallel.h), ragged lengths and out_lens.
+TEST(MonotonicAlignment, ThreadCountsGiveTheSameBits) {
+  Random rnd(23);
+  Case c;
+  c.B = 3;
+  c.U = 24;
+  c.T = 700;
+  c.in_lens = {700, 530, 0};
+  c.out_lens = {24, 17, 5};
+  c.p = rnd.probabilities(static_cast<size_t>(c.B * c.U * c.T), -3.0);
+  c.alpha0 = std::vector<double>(static_cast<size_t>(c.B * c.T));
+  for (auto& a : c.alpha0) a = rnd.uniform() / 100;
+  const auto W = rnd.normals(c.p.size());
+  const int threads_before = omp_get_max_threads();
+  for (const bool with_alpha0 : {false, true}) {
+    const double* a0 = with_alpha0 ? c.alpha0.data() : nullptr;
+    std::vector<std::vector<double>> alpha(3), gp(3), ga0(3);
+    for (int n = 1; n <= 3; ++n) {
+      omp_set_num_threads(n);
+      alpha[n - 1].assign(c.p.size(), -7.0);
+      gp[n - 1].assign(c.p.size(), -7.0);
+      ga0[n - 1].assign(c.alpha0.size(), -7.0);
+      core::monotonic_alignment(c.p.data(), a0, alpha[n - 1].data(), c.grid());
+      core::monotonic_alignment_backward(W.data(), c.p.data(), a0, alpha[n - 1].data(),
+                                         gp[n - 1].data(), ga0[n - 1].data(), c.grid());
+    }
+    omp_set_num_threads(threads_before);
+    for (int n = 2; n <= 3; ++n) {
+      EXPECT_EQ(alpha[n - 1], alpha[0]) << n << " threads, alpha0 " << with_alpha0;
+      EXPECT_EQ(gp[n - 1], gp[0]) << n << " threads, alpha0 " << with_alpha0;
+      EXPECT_EQ(ga0[n - 1], ga0[0]) << n << " threads, alpha0 " << with_alpha0;
+    }
+    // Batch element 0 against the step kernels row by row (double: the same recurrences,
+    // rounding of O(1) values over <= U + T multiply-adds, measured below 1e-15).
+    const int64_t T = c.T, U = c.U;
+    std::vector<double> first(static_cast<size_t>(T), 0.0), rows(static_cast<size_t>(U * T));
+    for (int64_t j = 0; j < T; ++j) first[j] = with_alpha0 ? c.alpha0[j] : (j == 0);
+    for (int64_t i = 0; i < U; ++i) {
+      core::monotonic_alignment_step(c.p.data() + i * T, i == 0 ? first.data() : &rows[(i - 1) * T],
+                                     &rows[i * T], 1, T, nullptr);
+    }
+    std::vector<double> carry(static_cast<size_t>(T), 0.0), G(static_cast<size_t>(T)),
+        ref_gp(static_cast<size_t>(U * T));
+    for (int64_t i = U - 1; i >= 0; --i) {
+      for (int64_t j = 0; j < T; ++j) G[j] = W[i * T + j] + carry[j];
+      core::monotonic_alignment_step_backward(G.data(), c.p.data() + i * T,
+                                              i == 0 ? first.data() : &rows[(i - 1) * T],
+                                              &ref_gp[i * T], carry.data(), 1, T, nullptr);
+    }
+    double ea = 0, eg = 0, e0 = 0;
+    for (int64_t k = 0; k < U * T; ++k) {
+      ea = std::max(ea, std::abs(alpha[1][k] - rows[k]));
+      eg = std::max(eg, std::abs(gp[1][k] - ref_gp[k]));
+    }
+    for (int64_t j = 0; j < T; ++j) e0 = std::max(e0, std::abs(ga0[1][j] - carry[j]));
+    EXPECT_LE(ea, 1e-13);
+    EXPECT_LE(eg, 1e-13);
+    EXPECT_LE(e0, 1e-13);
   }
 }
 
