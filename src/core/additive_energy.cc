@@ -9,6 +9,7 @@
 #include "mona/core/error.h"
 #include "parallel.h"
 #include "targets.h"
+#include "validate.h"
 #include "vexp.h"
 
 // The kernels, compiled once per target (targets.h).
@@ -17,21 +18,11 @@
 #undef MONA_TARGET_KERNELS
 
 namespace mona::core {
-namespace {
-
-void check_sizes(const char* fn, int64_t batch, int64_t out_len, int64_t in_len, int64_t dim) {
-  mona::detail::check(batch >= 0 && out_len >= 0 && in_len >= 0 && dim >= 0, fn,
-                      ": sizes must be >= 0, got batch = ", batch, ", out_len = ", out_len, ", in_len = ", in_len,
-                      ", dim = ", dim);
-}
-
-}  // namespace
-
 template <class T>
 void additive_energy(const T* query, const T* keys, const T* w, T* e, int64_t batch, int64_t out_len,
                      int64_t in_len, int64_t dim) {
   const char* fn = "additive_energy";
-  check_sizes(fn, batch, out_len, in_len, dim);
+  detail::check_sizes(fn, batch, out_len, in_len, dim);
   if (batch * out_len * in_len == 0) return;
   mona::detail::check(e != nullptr, fn, ": e must not be null");
   if (dim == 0) {  // an empty sum
@@ -47,7 +38,7 @@ void additive_energy_backward(const T* grad_e, const T* query, const T* keys, co
                               T* grad_keys, T* grad_w, int64_t batch, int64_t out_len, int64_t in_len,
                               int64_t dim) {
   const char* fn = "additive_energy_backward";
-  check_sizes(fn, batch, out_len, in_len, dim);
+  detail::check_sizes(fn, batch, out_len, in_len, dim);
   if (batch * out_len * in_len == 0 || dim == 0) {  // no term: every gradient is 0
     if (grad_query) std::fill(grad_query, grad_query + batch * out_len * dim, T(0));
     if (grad_keys) std::fill(grad_keys, grad_keys + batch * in_len * dim, T(0));

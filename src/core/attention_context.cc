@@ -8,6 +8,7 @@
 #include "mona/core/error.h"
 #include "parallel.h"
 #include "targets.h"
+#include "validate.h"
 
 // The kernels, compiled once per target (targets.h).
 #define MONA_TARGET_KERNELS "attention_context_kernels.inc"
@@ -15,20 +16,10 @@
 #undef MONA_TARGET_KERNELS
 
 namespace mona::core {
-namespace {
-
-void check_sizes(const char* fn, int64_t batch, int64_t out_len, int64_t in_len, int64_t dim) {
-  mona::detail::check(batch >= 0 && out_len >= 0 && in_len >= 0 && dim >= 0, fn,
-                      ": sizes must be >= 0, got batch = ", batch, ", out_len = ", out_len, ", in_len = ", in_len,
-                      ", dim = ", dim);
-}
-
-}  // namespace
-
 template <class T>
 void attention_context(const T* w, const T* h, T* c, int64_t batch, int64_t out_len, int64_t in_len, int64_t dim) {
   const char* fn = "attention_context";
-  check_sizes(fn, batch, out_len, in_len, dim);
+  detail::check_sizes(fn, batch, out_len, in_len, dim);
   if (batch * out_len * dim == 0) return;
   mona::detail::check(c != nullptr, fn, ": c must not be null");
   if (in_len == 0) {  // an empty sum
@@ -43,7 +34,7 @@ template <class T>
 void attention_context_backward(const T* grad_c, const T* w, const T* h, T* grad_w, T* grad_h, int64_t batch,
                                 int64_t out_len, int64_t in_len, int64_t dim) {
   const char* fn = "attention_context_backward";
-  check_sizes(fn, batch, out_len, in_len, dim);
+  detail::check_sizes(fn, batch, out_len, in_len, dim);
   if (batch * out_len * in_len * dim == 0) {  // no term: every gradient is 0
     if (grad_w) std::fill(grad_w, grad_w + batch * out_len * in_len, T(0));
     if (grad_h) std::fill(grad_h, grad_h + batch * in_len * dim, T(0));

@@ -18,6 +18,15 @@ inline void check_ptr(const void* ptr, const char* kernel, const char* name) {
   mona::detail::check(ptr != nullptr, kernel, ": ", name, " must not be null");
 }
 
+/// Throws "<kernel>: sizes must be >= 0, got batch = .., out_len = .., in_len = .., dim = .."
+/// when a size of a [B, U, T] grid over d-dimensional vectors is negative.
+inline void check_sizes(const char* kernel, int64_t batch, int64_t out_len, int64_t in_len,
+                        int64_t dim) {
+  mona::detail::check(batch >= 0 && out_len >= 0 && in_len >= 0 && dim >= 0, kernel,
+                      ": sizes must be >= 0, got batch = ", batch, ", out_len = ", out_len,
+                      ", in_len = ", in_len, ", dim = ", dim);
+}
+
 /// Sets x[0, n) to zero (nothing for n <= 0).
 template <class T>
 void fill_zero(T* x, int64_t n) {

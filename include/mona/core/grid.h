@@ -41,17 +41,17 @@ struct Grid {
   /// Throws mona::Error naming `what` (the calling kernel) unless B, U, T >= 0 and every
   /// length lies in [0, T] resp. [0, U].
   void validate(const char* what) const {
-    detail::check(batch >= 0, what, ": batch size must be >= 0, got ", batch);
-    detail::check(out_len >= 0, what, ": out_len U must be >= 0, got ", out_len);
-    detail::check(in_len >= 0, what, ": in_len T must be >= 0, got ", in_len);
+    mona::detail::check(batch >= 0, what, ": batch size must be >= 0, got ", batch);
+    mona::detail::check(out_len >= 0, what, ": out_len U must be >= 0, got ", out_len);
+    mona::detail::check(in_len >= 0, what, ": in_len T must be >= 0, got ", in_len);
     for (int64_t b = 0; b < batch; ++b) {
       if (in_lens) {
-        detail::check(in_lens[b] >= 0 && in_lens[b] <= in_len, what, ": in_lens[", b,
-                      "] must lie in [0, T=", in_len, "], got ", in_lens[b]);
+        mona::detail::check(in_lens[b] >= 0 && in_lens[b] <= in_len, what, ": in_lens[", b,
+                            "] must lie in [0, T=", in_len, "], got ", in_lens[b]);
       }
       if (out_lens) {
-        detail::check(out_lens[b] >= 0 && out_lens[b] <= out_len, what, ": out_lens[", b,
-                      "] must lie in [0, U=", out_len, "], got ", out_lens[b]);
+        mona::detail::check(out_lens[b] >= 0 && out_lens[b] <= out_len, what, ": out_lens[", b,
+                            "] must lie in [0, U=", out_len, "], got ", out_lens[b]);
       }
     }
   }
