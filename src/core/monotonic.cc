@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -17,6 +19,7 @@
 #define MONA_TARGET_KERNELS "monotonic_kernels.inc"
 #include "each_target.h"
 #undef MONA_TARGET_KERNELS
+
 
 namespace mona::core {
 

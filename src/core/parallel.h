@@ -6,7 +6,10 @@
 // batch element and at least kParallelWork elementary operations (about 30 µs of work).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -37,5 +40,46 @@ inline int thread_id() {
   return 0;
 #endif
 }
+
+/// The number of threads of the innermost enclosing parallel region (1 outside one): a
+/// region can get fewer threads than it asked for (nested inside another, or a limit).
+inline int team_size() {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
+/// Rows of doubles that one thread of a parallel region hands to another, in order: the
+/// sender fills `slot(n)` and calls `publish(n)`; `receive(n)` waits until row n is published
+/// and returns it. Rows must be published in the order 0, 1, 2, ...; each is written once.
+/// The receiver spins for a while and then yields its core, so that a sender that shares the
+/// core (more threads than cores) still makes progress.
+class RowChannel {
+ public:
+  RowChannel(int64_t rows, int64_t width)
+      : width_(width), values_(static_cast<size_t>(rows * width)) {}
+  double* slot(int64_t n) { return values_.data() + n * width_; }
+  void publish(int64_t n) { published_.store(n + 1, std::memory_order_release); }
+  const double* receive(int64_t n) const {
+    for (int spins = 0; published_.load(std::memory_order_acquire) <= n; ++spins) {
+      if (spins >= kSpins) {
+        std::this_thread::yield();
+      } else {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+    return values_.data() + n * width_;
+  }
+
+ private:
+  static constexpr int kSpins = 1024;  // pause is 10-140 cycles by CPU: about 5-50 us
+  int64_t width_;
+  std::vector<double> values_;
+  alignas(64) std::atomic<int64_t> published_{0};  // on its own cache line
+};
 
 }  // namespace mona::core::detail

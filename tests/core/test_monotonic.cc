@@ -296,67 +296,87 @@ TEST(MonotonicAlignment, ManyRaggedSequencesMatchTheStepKernelsRowByRow) {
   }
 }
 
-// The thread count changes how the batch is laid out in lanes (src/core/monotonic_kernels.inc,
-// with_lanes: a small batch on several threads runs in narrower groups), never a lane's
-// arithmetic: 1, 2 and 3 threads must give the same bits, and the step kernels' values.
-// Sizes above the parallel threshold (src/core/parallel.h), ragged lengths and out_lens.
+// The thread count changes how the work is shared (src/core/monotonic_kernels.inc, sharing):
+// a batch with fewer lane groups than threads has its rows cut along the entries among
+// threads that hand the recurrences' carries across the cuts, or, for rows too short to cut,
+// runs in narrower lane groups. Never a lane's arithmetic: 1, 2 and 3 threads, and a call
+// nested in another parallel region (which gets one thread and runs the groups whole), must
+// give the same bits, and the step kernels' values. Sizes above the parallel threshold
+// (src/core/parallel.h), ragged lengths and out_lens.
 TEST(MonotonicAlignment, ThreadCountsGiveTheSameBits) {
   Random rnd(23);
-  Case c;
-  c.B = 3;
-  c.U = 24;
-  c.T = 700;
-  c.in_lens = {700, 530, 0};
-  c.out_lens = {24, 17, 5};
-  c.p = rnd.probabilities(static_cast<size_t>(c.B * c.U * c.T), -3.0);
-  c.alpha0 = std::vector<double>(static_cast<size_t>(c.B * c.T));
-  for (auto& a : c.alpha0) a = rnd.uniform() / 100;
-  const auto W = rnd.normals(c.p.size());
-  const int threads_before = omp_get_max_threads();
-  for (const bool with_alpha0 : {false, true}) {
-    const double* a0 = with_alpha0 ? c.alpha0.data() : nullptr;
-    std::vector<std::vector<double>> alpha(3), gp(3), ga0(3);
-    for (int n = 1; n <= 3; ++n) {
-      omp_set_num_threads(n);
-      alpha[n - 1].assign(c.p.size(), -7.0);
-      gp[n - 1].assign(c.p.size(), -7.0);
-      ga0[n - 1].assign(c.alpha0.size(), -7.0);
-      core::monotonic_alignment(c.p.data(), a0, alpha[n - 1].data(), c.grid());
-      core::monotonic_alignment_backward(W.data(), c.p.data(), a0, alpha[n - 1].data(),
-                                         gp[n - 1].data(), ga0[n - 1].data(), c.grid());
+  // Rows cut in 2 or 3 pieces (T = 700 >= 3 * 128) and rows too short to cut (T = 200).
+  for (const int64_t T : {700, 200}) {
+    Case c;
+    c.B = 3;
+    c.U = T == 700 ? 24 : 60;
+    c.T = T;
+    c.in_lens = {T, T * 3 / 4, 0};
+    c.out_lens = {c.U, c.U * 2 / 3, 5};
+    c.p = rnd.probabilities(static_cast<size_t>(c.B * c.U * c.T), -3.0);
+    c.alpha0 = std::vector<double>(static_cast<size_t>(c.B * c.T));
+    for (auto& a : c.alpha0) a = rnd.uniform() / 100;
+    const auto W = rnd.normals(c.p.size());
+    const int threads_before = omp_get_max_threads();
+    for (const bool with_alpha0 : {false, true}) {
+      const double* a0 = with_alpha0 ? c.alpha0.data() : nullptr;
+      // Runs 0-2: 1, 2, 3 threads; run 3: 3 threads asked for inside a 2-thread region.
+      std::vector<std::vector<double>> alpha(4), gp(4), ga0(4);
+      const auto call = [&](int run) {
+        alpha[run].assign(c.p.size(), -7.0);
+        gp[run].assign(c.p.size(), -7.0);
+        ga0[run].assign(c.alpha0.size(), -7.0);
+        core::monotonic_alignment(c.p.data(), a0, alpha[run].data(), c.grid());
+        core::monotonic_alignment_backward(W.data(), c.p.data(), a0, alpha[run].data(),
+                                           gp[run].data(), ga0[run].data(), c.grid());
+      };
+      for (int n = 1; n <= 3; ++n) {
+        omp_set_num_threads(n);
+        call(n - 1);
+      }
+      omp_set_num_threads(2);
+#pragma omp parallel
+      {
+#pragma omp single
+        {
+          omp_set_num_threads(3);
+          call(3);
+        }
+      }
+      omp_set_num_threads(threads_before);
+      for (int run = 1; run < 4; ++run) {
+        EXPECT_EQ(alpha[run], alpha[0]) << "T " << T << " run " << run << " alpha0 " << with_alpha0;
+        EXPECT_EQ(gp[run], gp[0]) << "T " << T << " run " << run << " alpha0 " << with_alpha0;
+        EXPECT_EQ(ga0[run], ga0[0]) << "T " << T << " run " << run << " alpha0 " << with_alpha0;
+      }
+      // Batch element 0 against the step kernels row by row (double: the same recurrences,
+      // rounding of O(1) values over <= U + T multiply-adds, measured below 1e-15).
+      const int64_t U = c.U;
+      std::vector<double> first(static_cast<size_t>(T), 0.0), rows(static_cast<size_t>(U * T));
+      for (int64_t j = 0; j < T; ++j) first[j] = with_alpha0 ? c.alpha0[j] : (j == 0);
+      for (int64_t i = 0; i < U; ++i) {
+        core::monotonic_alignment_step(c.p.data() + i * T,
+                                       i == 0 ? first.data() : &rows[(i - 1) * T], &rows[i * T],
+                                       1, T, nullptr);
+      }
+      std::vector<double> carry(static_cast<size_t>(T), 0.0), G(static_cast<size_t>(T)),
+          ref_gp(static_cast<size_t>(U * T));
+      for (int64_t i = U - 1; i >= 0; --i) {
+        for (int64_t j = 0; j < T; ++j) G[j] = W[i * T + j] + carry[j];
+        core::monotonic_alignment_step_backward(G.data(), c.p.data() + i * T,
+                                                i == 0 ? first.data() : &rows[(i - 1) * T],
+                                                &ref_gp[i * T], carry.data(), 1, T, nullptr);
+      }
+      double ea = 0, eg = 0, e0 = 0;
+      for (int64_t k = 0; k < U * T; ++k) {
+        ea = std::max(ea, std::abs(alpha[1][k] - rows[k]));
+        eg = std::max(eg, std::abs(gp[1][k] - ref_gp[k]));
+      }
+      for (int64_t j = 0; j < T; ++j) e0 = std::max(e0, std::abs(ga0[1][j] - carry[j]));
+      EXPECT_LE(ea, 1e-13);
+      EXPECT_LE(eg, 1e-13);
+      EXPECT_LE(e0, 1e-13);
     }
-    omp_set_num_threads(threads_before);
-    for (int n = 2; n <= 3; ++n) {
-      EXPECT_EQ(alpha[n - 1], alpha[0]) << n << " threads, alpha0 " << with_alpha0;
-      EXPECT_EQ(gp[n - 1], gp[0]) << n << " threads, alpha0 " << with_alpha0;
-      EXPECT_EQ(ga0[n - 1], ga0[0]) << n << " threads, alpha0 " << with_alpha0;
-    }
-    // Batch element 0 against the step kernels row by row (double: the same recurrences,
-    // rounding of O(1) values over <= U + T multiply-adds, measured below 1e-15).
-    const int64_t T = c.T, U = c.U;
-    std::vector<double> first(static_cast<size_t>(T), 0.0), rows(static_cast<size_t>(U * T));
-    for (int64_t j = 0; j < T; ++j) first[j] = with_alpha0 ? c.alpha0[j] : (j == 0);
-    for (int64_t i = 0; i < U; ++i) {
-      core::monotonic_alignment_step(c.p.data() + i * T, i == 0 ? first.data() : &rows[(i - 1) * T],
-                                     &rows[i * T], 1, T, nullptr);
-    }
-    std::vector<double> carry(static_cast<size_t>(T), 0.0), G(static_cast<size_t>(T)),
-        ref_gp(static_cast<size_t>(U * T));
-    for (int64_t i = U - 1; i >= 0; --i) {
-      for (int64_t j = 0; j < T; ++j) G[j] = W[i * T + j] + carry[j];
-      core::monotonic_alignment_step_backward(G.data(), c.p.data() + i * T,
-                                              i == 0 ? first.data() : &rows[(i - 1) * T],
-                                              &ref_gp[i * T], carry.data(), 1, T, nullptr);
-    }
-    double ea = 0, eg = 0, e0 = 0;
-    for (int64_t k = 0; k < U * T; ++k) {
-      ea = std::max(ea, std::abs(alpha[1][k] - rows[k]));
-      eg = std::max(eg, std::abs(gp[1][k] - ref_gp[k]));
-    }
-    for (int64_t j = 0; j < T; ++j) e0 = std::max(e0, std::abs(ga0[1][j] - carry[j]));
-    EXPECT_LE(ea, 1e-13);
-    EXPECT_LE(eg, 1e-13);
-    EXPECT_LE(e0, 1e-13);
   }
 }
 

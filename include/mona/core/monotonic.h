@@ -47,9 +47,15 @@
 // grouped by input length; a group runs to its longest row without reading padding.
 //
 // Threads: groups of batch elements are processed in parallel with OpenMP (heads should be
-// folded into the batch dimension). No allocation happens in the loops; each full-grid call
-// allocates its per-thread rows (a few [T] vectors) and, in the backward pass when
-// grad_alpha0 is null, one [B, T] buffer.
+// folded into the batch dimension). Where the batch has fewer groups than there are threads
+// (e.g. B = 8 on two threads with AVX-512), each group's rows are cut along the entries
+// among threads / groups threads, which hand the recurrences' carries (q rightwards, gq
+// leftwards) across the cuts row by row; the backward pass's q sweep runs rows ahead of its
+// gq sweep so that no thread waits. Rows shorter than 2 x 128 entries are not cut (narrower
+// lane groups instead). Every thread count gives the same bits. No allocation happens in
+// the loops; each full-grid call allocates its per-thread rows (a few [T] vectors), two
+// [U] rows of carries per cut, and, in the backward pass when grad_alpha0 is null, one
+// [B, T] buffer.
 #pragma once
 
 #include <cstdint>
