@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "parallel.h"
+#include "subnormals.h"
 #include "targets.h"
 #include "validate.h"
 
