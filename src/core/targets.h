@@ -36,6 +36,15 @@ KernelTarget active_kernel_target();
 
 }  // namespace mona::core::detail
 
+// Marks a small helper of a kernel's inner loop (a tile's load, transpose or store) that must
+// be inlined: out of line its vector arrays pass through memory, and GCC's size limits stop
+// inlining it once the kernel that calls it grows (seen in the expected alignment backward).
+#if defined(__GNUC__)
+#define MONA_KERNEL_INLINE inline __attribute__((always_inline))
+#else
+#define MONA_KERNEL_INLINE inline
+#endif
+
 // Calls `kernel` (a name in the target namespaces, e.g. monotonic_alignment<T>) of the
 // selected target with the remaining arguments.
 #if defined(MONA_KERNEL_CLONES)
