@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <immintrin.h>
 #include <memory>
 #include <type_traits>
 #include <utility>
