@@ -541,6 +541,69 @@ TEST(MonotonicAlignment, Errors) {
       "monotonic_alignment_step: in_lens[0] must lie in [0, T=3], got 4");
 }
 
+// The full-grid kernels check p, grad_alpha and the saved alpha as they load them, in whole
+// tiles and in the ragged tails (src/core/monotonic_kernels.inc, IsProbability, IsFinite,
+// IsNonnegative). Every kind of bad value, at an entry inside a whole tile of a long row and
+// at the last valid entry of a ragged row, must throw naming that entry, in float and double.
+template <class F>
+void every_check_fails_where_it_should() {
+  const int64_t B = 9, U = 3, T = 70;
+  std::vector<int64_t> in_lens = {70, 70, 61, 70, 70, 70, 70, 70, 70};
+  Grid g;
+  g.batch = B;
+  g.out_len = U;
+  g.in_len = T;
+  g.in_lens = in_lens.data();
+  const F inf = std::numeric_limits<F>::infinity(), nan = std::numeric_limits<F>::quiet_NaN();
+  // (batch element, row, entry): inside a whole tile, and the last entry of the 61-entry row.
+  for (const auto& [b, i, j] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{4, 1, 33}, {2, 2, 60}}) {
+    const size_t at = static_cast<size_t>((b * U + i) * T + j);
+    const std::string where = "[" + std::to_string(b) + ", " + std::to_string(i) + ", " + std::to_string(j) + "]";
+    std::vector<F> p(static_cast<size_t>(B * U * T), F(0.25)), alpha(p.size()), grad(p.size(), F(1)), gp(p.size());
+    for (const F v : {F(-0.25), F(1.5), inf, -inf, nan}) {
+      std::vector<F> bad_p = p;
+      bad_p[at] = v;
+      expect_error([&] { core::monotonic_alignment(bad_p.data(), nullptr, alpha.data(), g); },
+                   "monotonic_alignment: p: expected values in [0, 1]");
+      expect_error([&] { core::monotonic_alignment(bad_p.data(), nullptr, alpha.data(), g); }, where);
+      core::monotonic_alignment(p.data(), nullptr, alpha.data(), g);
+      expect_error(
+          [&] {
+            core::monotonic_alignment_backward(grad.data(), bad_p.data(), nullptr, alpha.data(), gp.data(), nullptr, g);
+          },
+          "monotonic_alignment_backward: p: expected values in [0, 1]");
+    }
+    for (const F v : {inf, -inf, nan}) {
+      std::vector<F> bad_grad = grad;
+      bad_grad[at] = v;
+      expect_error(
+          [&] {
+            core::monotonic_alignment_backward(bad_grad.data(), p.data(), nullptr, alpha.data(), gp.data(), nullptr, g);
+          },
+          "grad_alpha: expected finite values, got " + std::string(v != v ? "nan" : v > 0 ? "inf" : "-inf") + " at " + where);
+    }
+    for (const F v : {F(-0.25), inf, nan}) {
+      std::vector<F> bad_alpha = alpha;
+      bad_alpha[at] = v;
+      expect_error(
+          [&] {
+            core::monotonic_alignment_backward(grad.data(), p.data(), nullptr, bad_alpha.data(), gp.data(), nullptr, g);
+          },
+          "alpha: expected finite values >= 0");
+      expect_error(
+          [&] {
+            core::monotonic_alignment_backward(grad.data(), p.data(), nullptr, bad_alpha.data(), gp.data(), nullptr, g);
+          },
+          where);
+    }
+  }
+}
+
+TEST(MonotonicAlignment, EveryCheckFailsWhereItShould) {
+  every_check_fails_where_it_should<float>();
+  every_check_fails_where_it_should<double>();
+}
+
 // Issue 17: the value that failed a check is printed so that it visibly fails it (not
 // rounded to 6 digits), and its index has as many entries as its tensor has dims.
 TEST(MonotonicAlignment, ErrorsPrintTheFailingValueExactlyWithTheTensorsRank) {
