@@ -662,7 +662,8 @@ int main(int argc, char** argv) {
     const Table t = read_csv(arg["train-threads2"]);
     const int co = t.col("op"), ci = t.col("impl"), cc = t.col("case"), cb = t.col("B"), cu = t.col("U"),
               ct = t.col("T"), cr = t.col("real_ns");
-    line("Two threads (the kernels' OpenMP loops over the batch; wall time, since CPU time adds the threads'; the"
+    line("Two threads (the kernels' OpenMP loops over the batch, and the expected alignment's over pieces of each"
+         " row where the batch gives fewer lane groups than threads; wall time, since CPU time adds the threads'; the"
          " fastest over the repetitions of separate processes, see bench/run-benchmarks.in and bench/notes.md):");
     line();
     line("| op | [B, U, T] | case | 1 thread ms | 2 threads ms | speedup |");
