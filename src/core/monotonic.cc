@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <immintrin.h>
 #include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // the AVX-512 float widening in monotonic_kernels.inc
+#endif
 
 #include "parallel.h"
 #include "subnormals.h"
@@ -21,7 +23,6 @@
 #define MONA_TARGET_KERNELS "monotonic_kernels.inc"
 #include "each_target.h"
 #undef MONA_TARGET_KERNELS
-
 
 namespace mona::core {
 
