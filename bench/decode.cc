@@ -18,6 +18,11 @@
 // memory holds them, on the same data sets, at T = U = 100 on the grid's warm pool and in the
 // cold scaling sweep.
 //
+// mona's raw-array step (nn::PreparedHardStep) runs on the grid's pool at T = U = 100, in the
+// cold sweep at T = U = 1000, and on an L2-resident pool at T = U = 100 ("prepared_l2": the
+// grid's first data sets, as many as fill half of the L2, at least 2), the cache level
+// probe/bestdot reads.
+//
 // Also timed in the same run (roofline probes):
 //   probe/bestdot:<candidate>: one d-dimensional dot product in a tight loop over an
 //               L2-resident memory, by the fastest dot products this CPU runs (bench/peers.h:
@@ -48,6 +53,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "common.h"
 #include "mona/core/scan.h"
@@ -145,6 +152,22 @@ int64_t pool_size(int64_t T, int64_t U, at::ScalarType dtype, bool cold) {
   return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(kColdBytes / bytes)));
 }
 
+// The L2 this benchmark sizes its L2-resident pool by: glibc's per-core figure (from CPUID),
+// 1 MiB where it reports none.
+int64_t l2_bytes() {
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<int64_t>(l2) : int64_t{1} << 20;
+}
+
+// The data sets of an L2-resident pool: as many as fill at most half of the L2 (the other
+// half for the step's own state, the stack and the benchmark's loop), and at least 2, so that
+// consecutive trials still take different decisions (one data set repeated would let the
+// branch predictor learn its sequence of stops).
+int64_t l2_pool_size(int64_t T, int64_t U, at::ScalarType dtype) {
+  const int64_t bytes = (2 * T + U) * kDim * static_cast<int64_t>(at::elementSize(dtype));
+  return std::max<int64_t>(2, l2_bytes() / 2 / bytes);
+}
+
 /// The decode benchmark: one iteration = one trial = U hard steps.
 void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::ScalarType dtype,
                int64_t T, int64_t U, bool cold) {
@@ -197,12 +220,13 @@ void bm_plain_loop(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_
 }
 
 /// mona's online step on raw arrays (nn::PreparedHardStep: the checks, the energy's form
-/// and the kernel target established once per stream) on the same data sets. With `copy`
-/// the chosen value row is copied into a caller's buffer after every step, as the peer
-/// does; without, the step's context is the row in place, which the caller reads.
-void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t U, bool cold, bool copy) {
+/// and the kernel target established once per stream) on a pool of `sets` data sets, the
+/// first ones of the grid's or the sweep's pool. With `copy` the chosen value row is copied
+/// into a caller's buffer after every step, as the peer does; without, the step's context
+/// is the row in place, which the caller reads.
+void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t U, int64_t sets, bool copy) {
   auto att = make_mechanism("monotonic", 1, dtype);
-  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T, U, dtype, cold),
+  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : sets,
                         1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
   int64_t inspected = 0, emitted = 0, trials = 0;
   size_t k = 0;
@@ -399,7 +423,17 @@ void register_all() {
       const std::string mech = copy ? "prepared_copy" : "prepared";
       const std::string name = "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
       add(name, Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
-          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, false, copy));
+          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, false), copy));
+    }
+    // The same step over an L2-resident pool, the cache level of probe/bestdot: the per-entry
+    // cost against the best dot product with the keys read from where the probe reads them.
+    // The mechanism names the pool: "prepared_l2:<data sets>:<L2 KiB>".
+    {
+      const int64_t n = sizes.back(), sets = q ? 2 : l2_pool_size(n, n, dt);
+      const std::string mech = "prepared_l2:" + std::to_string(sets) + ":" + std::to_string(l2_bytes() >> 10);
+      const std::string name = "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
+      add(name, Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
+          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, sets, false));
     }
     // Scaling sweep T = U in {100, 1000, 10000}.
     const std::vector<int64_t> big =
@@ -425,7 +459,7 @@ void register_all() {
         const std::string mech = copy ? "prepared_copy" : "prepared";
         const std::string name = "scaling/" + mech + "/" + dn + "/T=U:" + std::to_string(n);
         add(name, Point{"scaling", mech, 1, dt, n, n, q ? 2 : n <= 100 ? 100 : n <= 1000 ? 20 : 3},
-            benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, true, copy));
+            benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, true), copy));
       }
     }
     for (int64_t n : big) {
