@@ -11,7 +11,8 @@
 // within 2 ulp of the correctly rounded exp over the whole range; exp(0) = 1 exactly.
 // Arguments below ln of the smallest normal number (-87.34 float, -708.40 double) give 0: the
 // true value is below 1.2e-38 resp. 2.3e-308, so the absolute error is at most that.
-// NaN is not handled (callers have checked their energies are finite).
+// NaN is not handled (callers have checked their energies are finite). The same arithmetic
+// on GCC vectors, for kernels that write their lanes out: vexp_lanes.inc.
 #pragma once
 
 #include <cstdint>
@@ -64,5 +65,6 @@ inline double exp_nonpositive(double x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return keep * (e * scale);
 }
+
 
 }  // namespace mona::core::detail

@@ -164,7 +164,10 @@ double brute_force_sweep(double tol) {
   Random rng(std::is_same_v<F, float> ? 12 : 11);
   double worst = 0;
   for (int rep = 0; rep < 300; ++rep) {
-    const Problem pr = make_problem(rng, rng.integer(1, 3), rng.integer(1, 4), rng.integer(1, 7));
+    // T up to 40: rows of several blocks of chunk ends (a block is one vector's lanes, 2 to
+    // 16 by target and dtype), so that both the blocks' first entries and the entries below
+    // them, where every lane runs, are compared.
+    const Problem pr = make_problem(rng, rng.integer(1, 3), rng.integer(1, 4), rng.integer(1, 40));
     const std::vector<double> beta = forward<F>(pr, pr.a, pr.p, pr.u);
     // The float kernel sees float inputs; the reference gets the same values.
     const std::vector<double> ref = matcha_brute(cast<double>(cast<F>(pr.a)),
@@ -280,7 +283,7 @@ TEST(MatchaBackward, MatchesFiniteDifferences) {
   o.a_lo = 0.01;
   double worst = 0;
   for (int rep = 0; rep < 12; ++rep) {
-    const Problem pr = make_problem(rng, 2, 3, rng.integer(1, 7), o);
+    const Problem pr = make_problem(rng, 2, 3, rng.integer(1, 40), o);  // several blocks, as above
     const Grads gr = forward_backward<double>(pr, pr.a, pr.p, pr.u);
     const auto fa = [&](const std::vector<double>& x) { return loss(pr, x, pr.p, pr.u); };
     const auto fp = [&](const std::vector<double>& x) { return loss(pr, pr.a, x, pr.u); };

@@ -6,9 +6,17 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "../src/core/vexp.h"
+
+// The vector form, as the kernels include it (inside a namespace of their own).
+namespace lanes {
+#include "../src/core/vexp_lanes.inc"
+}  // namespace lanes
 
 namespace {
 
@@ -90,6 +98,35 @@ TEST(ExpNonpositive, ZeroBelowTheSmallestNormalResult) {
   // Just above the threshold the result is the normal number it should be.
   EXPECT_GT(exp_nonpositive(-87.33f), std::numeric_limits<float>::min());
   EXPECT_GT(exp_nonpositive(-708.39), std::numeric_limits<double>::min());
+}
+
+// exp_nonpositive_lanes (vexp_lanes.inc), the same arithmetic on GCC vectors (MAtChA's kernels),
+// gives the scalar function's bits in every lane: arguments spread over [-800, 0] for float and
+// [-1000, 0] for double, so that both sides of the underflow threshold are covered, plus
+// 0, -0 and -inf. Compiled here for the baseline target, where neither side has FMAs to
+// contract into.
+template <class T, int Lanes>
+void expect_lanes_equal_scalar(double lo) {
+  typedef T Vec __attribute__((vector_size(Lanes * sizeof(T))));
+  std::vector<T> xs = {T(0), -T(0), -std::numeric_limits<T>::infinity()};
+  for (int64_t k = 0; k <= 200000; ++k) xs.push_back(static_cast<T>(lo * static_cast<double>(k) / 200000.0));
+  while (xs.size() % Lanes != 0) xs.push_back(T(-1));
+  for (size_t k = 0; k < xs.size(); k += Lanes) {
+    Vec v;
+    std::memcpy(&v, xs.data() + k, sizeof v);
+    const Vec e = lanes::exp_nonpositive_lanes(v);
+    for (int L = 0; L < Lanes; ++L) {
+      const T scalar = exp_nonpositive(xs[k + static_cast<size_t>(L)]);
+      ASSERT_EQ(std::memcmp(&e[L], &scalar, sizeof scalar), 0)
+          << "x = " << xs[k + static_cast<size_t>(L)] << ": lanes " << e[L] << ", scalar " << scalar;
+    }
+  }
+}
+
+TEST(ExpNonpositive, LanesGiveTheScalarBits) {
+  // 16-byte vectors, the baseline's (wider ones run the same code lane for lane).
+  expect_lanes_equal_scalar<float, 4>(-800);
+  expect_lanes_equal_scalar<double, 2>(-1000);
 }
 
 }  // namespace

@@ -58,10 +58,14 @@
 // run on the calling thread. Each thread allocates its O(T) scratch once per call, never
 // inside the loops.
 // Cost per valid row of length n: one exp per (k, l) pair in either direction, at most
-// n^2 / 2 pairs. A downward sweep stops where Pi(k, l) is 0 (p = 1, or the product below the
+// n^2 / 2 pairs. The chunk ends l are independent, so a row sweeps as many of them at once
+// as the kernel target's vectors hold lanes (8 to 16 with AVX-512), each lane one chunk end
+// through the sweeps above, with the exps computed in the vectors (src/core/vexp_lanes.inc):
+// 5.2-5.8x the one-end-at-a-time form at [32, 100, 500] and [8, 50, 2000] in float
+// (bench/notes.md). The lanes' shares of each output entry are added in a fixed order. A downward sweep stops where Pi(k, l) is 0 (p = 1, or the product below the
 // smallest normal number and flushed, src/core/subnormals.h; the backward pass where Pi
-// without its smallest factor is): the chunks further down carry no weight the type can
-// hold. In float that is a few hundred entries for typical p, so long rows cost O(n) per
+// without its smallest factor is), for all the lanes' chunk ends: the chunks further down
+// carry no weight the type can hold. In float that is a few hundred entries for typical p, so long rows cost O(n) per
 // chunk end times that span, not O(n^2) (3.4-3.7x at [8, 50, 2000], bench/notes.md).
 #pragma once
 
