@@ -75,7 +75,7 @@ std::map<std::string, std::string> read_kv(const std::string& path) {
 
 struct DecodeRow {
   std::string kind, mech, dtype;
-  int64_t w = 0, T = 0, U = 0;
+  int64_t w = 0, T = 0, U = 0, d = 0;  // d: the width of keys, values and queries
   double ns = 0, inspected = 0, emitted = 0, dots = 0;
   std::string label() const {
     return mech == "mocha" ? "MoChA w=" + std::to_string(w)
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
     const Table t = read_csv(arg["decode"]);
     const int ck = t.col("kind"), cm = t.col("mechanism"), cw = t.col("w"), cd = t.col("dtype"),
               cT = t.col("T"), cU = t.col("U"), cns = t.col("cpu_ns"), ci = t.col("inspected"),
-              ce = t.col("emitted"), cdots = t.col("dots");
+              ce = t.col("emitted"), cdots = t.col("dots"), cdim = t.col("d");
     for (const auto& r : t.rows) {
       DecodeRow d;
       d.kind = r[ck];
@@ -284,6 +284,7 @@ int main(int argc, char** argv) {
       d.dtype = r[cd];
       d.T = std::stoll(r[cT]);
       d.U = std::stoll(r[cU]);
+      d.d = std::stoll(r[cdim]);
       d.ns = std::stod(r[cns]);
       d.inspected = std::stod(r[ci]);
       d.emitted = std::stod(r[ce]);
@@ -506,7 +507,8 @@ int main(int argc, char** argv) {
         const int64_t sets = std::stoll(spec.substr(0, spec.find(':')));
         const double l2_kib = std::stod(spec.substr(spec.find(':') + 1));
         const double elem = dt == "float64" ? 8 : 4;
-        const double mib = static_cast<double>(sets * (2 * r.T + r.U) * 256) * elem / (1 << 20);
+        // A data set: T keys, T values and U queries of d entries.
+        const double mib = static_cast<double>(sets * (2 * r.T + r.U) * r.d) * elem / (1 << 20);
         const double entry = r.ns / r.inspected, bd = best_dot(dt).first;
         prepared_l2_ratio[dt] = entry / bd;
         rows.push_back("| " + dt + " | " + std::to_string(sets) + " | " + fixed(mib, 2) + " | " +
