@@ -43,7 +43,7 @@ ArgumentError.__module__ = DataError.__module__ = "mona"
 from . import functional  # noqa: E402
 from . import nn  # noqa: E402
 from .functional import (  # noqa: E402
-    cb_bb_step_log_probs, cb_db_step_log_probs, cb_idb_step_log_probs, cb_log_prob,
+    additive_energy, attention_context, cb_bb_step_log_probs, cb_db_step_log_probs, cb_idb_step_log_probs, cb_log_prob,
     cb_log_table, cb_marginal_log_likelihood, cb_marginals, cb_sample, gmm_attention_weights,
     gmm_length_penalty, masked_softmax, matcha_chunkwise, mocha_chunkwise, monotonic_alignment,
     monotonic_alignment_step, poisson_binomial_log_prob)
@@ -51,6 +51,7 @@ from .stream import Recognizer, StreamResult  # noqa: E402
 
 __all__ = [
     "ArgumentError", "DataError", "Recognizer", "StreamResult", "functional", "nn",
+    "additive_energy", "attention_context",
     "cb_bb_step_log_probs", "cb_db_step_log_probs", "cb_idb_step_log_probs", "cb_log_prob",
     "cb_log_table", "cb_marginal_log_likelihood", "cb_marginals", "cb_sample",
     "gmm_attention_weights", "gmm_length_penalty", "masked_softmax", "matcha_chunkwise",

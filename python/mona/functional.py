@@ -150,6 +150,59 @@ def masked_softmax(e: Tensor, in_lens: Optional[Tensor] = None,
     return _call(_ops.masked_softmax, e, in_lens, out_lens)
 
 
+def additive_energy(query: Tensor, keys: Tensor, w: Tensor) -> Tensor:
+    """Additive (Bahdanau) energies of a batch of queries against a memory, in one fused pass.
+
+    002 eqs. 15-16, 000 eq. 5: ``e[b, i, j] = sum_k w[k] tanh(query[b, i, k] + keys[b, j, k])``
+    with ``query = W_s s + b`` and ``keys = W_h h`` (the caller's projections) and ``w = v``
+    (eq. 15) or ``g v / ||v||`` (eq. 16; add the offset ``r`` after). The same values as
+    ``torch.tanh(query.unsqueeze(2) + keys.unsqueeze(1)) @ w``, but the ``[B, U, T, d]``
+    tensor of tanh values is never stored, neither for the output nor for the backward pass
+    (which recomputes it a row of ``d`` at a time): the graph keeps only the inputs.
+    tanh is mona's vectorised one (``include/mona/core/additive_energy.h``): absolute error a
+    few units in the last place of 1 for every input, so an energy is within a few ulp of
+    ``sum_k |w[k]|`` of the exact one.
+
+    Args:
+        query: ``[B, U, d]``, float32 or float64.
+        keys: ``[B, T, d]``, the same dtype.
+        w: ``[d]``, the same dtype.
+
+    Returns:
+        energies ``[B, U, T]`` (every entry scored: mask padding after). Differentiable in
+        all three arguments; only the gradients the graph needs are computed.
+
+    Raises:
+        mona.ArgumentError (ValueError): wrong rank, sizes, dtype or device.
+    """
+    return _call(_ops.additive_energy, query, keys, w)
+
+
+def attention_context(weights: Tensor, values: Tensor) -> Tensor:
+    """Context vector of one output step: ``c[b] = sum_j weights[b, j] values[b, j, :]``.
+
+    002 eq. 3, 000 eq. 26, for a decoder that attends one output step at a time (a query
+    that depends on the previous context): the value of
+    ``torch.bmm(weights.unsqueeze(1), values).squeeze(1)`` in one pass over the memory each
+    way, instead of ATen's matrix product per batch element. Entries of weight exactly 0
+    are skipped, so padding values never reach the context. For whole output sequences
+    (weights ``[B, U, T]``) use ``torch.bmm``, whose BLAS product is faster there.
+
+    Args:
+        weights: ``[B, T]`` attention weights of the step (alpha, beta, softmax or GMM
+            weights), float32 or float64.
+        values: ``[B, T, d]`` the memory, the same dtype.
+
+    Returns:
+        context ``[B, d]``. Differentiable in both arguments; only the gradients the graph
+        needs are computed.
+
+    Raises:
+        mona.ArgumentError (ValueError): wrong rank, sizes, dtype or device.
+    """
+    return _call(_ops.attention_context, weights, values)
+
+
 def gmm_attention_weights(mu: Tensor, variance: Tensor, weights: Optional[Tensor] = None,
                           nu: Optional[Tensor] = None, delta: Optional[Tensor] = None,
                           window: str = "none", radius: float = 2.0, width: int = 4,
@@ -335,7 +388,7 @@ def cb_marginal_log_likelihood(logits: Tensor, log_emit: Tensor,
 
 
 __all__ = [
-    "CbSample", "cb_bb_step_log_probs", "cb_db_step_log_probs", "cb_idb_step_log_probs",
+    "additive_energy", "attention_context", "CbSample", "cb_bb_step_log_probs", "cb_db_step_log_probs", "cb_idb_step_log_probs",
     "cb_log_prob", "cb_log_table", "cb_marginal_log_likelihood", "cb_marginals", "cb_sample",
     "gmm_attention_weights", "gmm_length_penalty", "masked_softmax", "matcha_chunkwise",
     "mocha_chunkwise", "monotonic_alignment", "monotonic_alignment_step",

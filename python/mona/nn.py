@@ -28,7 +28,8 @@ __all__ = ["MonotonicEnergy", "AdditiveEnergy", "MonotonicAttention", "MochaAtte
 
 class AdditiveEnergy(nn.Module):
     """``e_j = v^T tanh(W_s s + W_h h_j + b)`` (002 eq. 15, 000 eq. 5): queries [B, U, Dq],
-    memory [B, T, Dh] -> energies [B, U, T]."""
+    memory [B, T, Dh] -> energies [B, U, T], by :func:`mona.functional.additive_energy`
+    (the [B, U, T, d] tanh values are neither stored nor kept for the backward pass)."""
 
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0):
         super().__init__()
@@ -38,8 +39,7 @@ class AdditiveEnergy(nn.Module):
         self.v = nn.Parameter(torch.empty(d).uniform_(-1 / math.sqrt(d), 1 / math.sqrt(d)))
 
     def forward(self, queries: Tensor, memory: Tensor) -> Tensor:
-        h = torch.tanh(self.query_proj(queries).unsqueeze(2) + self.memory_proj(memory).unsqueeze(1))
-        return h @ self.v
+        return F.additive_energy(self.query_proj(queries), self.memory_proj(memory), self.v)
 
 
 class MonotonicEnergy(AdditiveEnergy):
@@ -54,8 +54,8 @@ class MonotonicEnergy(AdditiveEnergy):
         self.r = nn.Parameter(torch.tensor(float(init_r)))
 
     def forward(self, queries: Tensor, memory: Tensor) -> Tensor:
-        h = torch.tanh(self.query_proj(queries).unsqueeze(2) + self.memory_proj(memory).unsqueeze(1))
-        return h @ (self.g * self.v / self.v.norm()) + self.r
+        w = self.g * self.v / self.v.norm()
+        return F.additive_energy(self.query_proj(queries), self.memory_proj(memory), w) + self.r
 
 
 def _context(weights: Tensor, memory: Tensor) -> Tensor:

@@ -6,7 +6,8 @@
 // handles, at::AutoDispatchBelowADInplaceOrView):
 //
 //  1. The alignment recursions (monotonic_alignment, monotonic_alignment_step,
-//     mocha_chunkwise, matcha_chunkwise, masked_softmax) are split into a forward and a
+//     mocha_chunkwise, matcha_chunkwise, masked_softmax) and the fused passes around them
+//     (additive_energy, attention_context) are split into a forward and a
 //     backward operator, each with a CPU kernel; the Autograd kernel is a
 //     torch::autograd::Function that redispatches the forward below autograd and calls the
 //     backward operator in its backward. A CUDA backend registers CUDA kernels for both
@@ -30,11 +31,14 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <tuple>
 
 #include "check.h"  // src/nn: the argument checks shared with mona::nn's adapters
+#include "mona/core/additive_energy.h"
+#include "mona/core/attention_context.h"
 #include "mona/core/error.h"
 #include "mona/core/gmm.h"
 #include "mona/core/matcha.h"
@@ -265,6 +269,72 @@ Tensor masked_softmax_backward_cpu(const Tensor& grad_w, const Tensor& w_in,
   });
 }
 
+// The fused energy and context (mona/nn/functional.h). Their backward operators take an
+// output mask, as ATen's do: the gradients the graph does not need are neither computed nor
+// allocated (undefined, None in Python).
+Tensor additive_energy_cpu(const Tensor& query, const Tensor& keys, const Tensor& w) {
+  return translating([&] {
+    at::NoGradGuard no_grad;
+    return nn::additive_energy(query, keys, w);
+  });
+}
+
+std::tuple<Tensor, Tensor, Tensor> additive_energy_backward_cpu(
+    const Tensor& grad_e_in, const Tensor& query_in, const Tensor& keys_in, const Tensor& w_in,
+    std::array<bool, 3> output_mask) {
+  return translating([&] {
+    const char* fn = "mona.additive_energy_backward";
+    nnd::check_energy_args(query_in, keys_in, w_in, fn);
+    const Tensor query = query_in.contiguous(), keys = keys_in.contiguous(), w = w_in.contiguous();
+    const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
+    nnd::check_tensor(grad_e_in, fn, "grad_e", 3, "[B, U, T]");
+    nnd::check_sizes(grad_e_in, {B, U, T}, query, fn, "grad_e", "[B, U, T]", "query");
+    const Tensor g = grad_e_in.contiguous();
+    Tensor gq, gk, gw;
+    if (output_mask[0]) gq = at::empty_like(query);
+    if (output_mask[1]) gk = at::empty_like(keys);
+    if (output_mask[2]) gw = at::empty_like(w);
+    AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy_backward", [&] {
+      auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
+      core::additive_energy_backward(g.data_ptr<scalar_t>(), query.data_ptr<scalar_t>(),
+                                     keys.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), ptr(gq),
+                                     ptr(gk), ptr(gw), B, U, T, d);
+    });
+    return std::make_tuple(gq, gk, gw);
+  });
+}
+
+Tensor attention_context_cpu(const Tensor& weights, const Tensor& values) {
+  return translating([&] {
+    at::NoGradGuard no_grad;
+    return nn::attention_context(weights, values);
+  });
+}
+
+std::tuple<Tensor, Tensor> attention_context_backward_cpu(const Tensor& grad_c_in,
+                                                          const Tensor& weights_in,
+                                                          const Tensor& values_in,
+                                                          std::array<bool, 2> output_mask) {
+  return translating([&] {
+    const char* fn = "mona.attention_context_backward";
+    nnd::check_context_args(weights_in, values_in, fn);
+    const Tensor weights = weights_in.contiguous(), values = values_in.contiguous();
+    const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
+    nnd::check_tensor(grad_c_in, fn, "grad_c", 2, "[B, d]");
+    nnd::check_sizes(grad_c_in, {B, d}, values, fn, "grad_c", "[B, d]", "values");
+    const Tensor g = grad_c_in.contiguous();
+    Tensor gw, gv;
+    if (output_mask[0]) gw = at::empty_like(weights);
+    if (output_mask[1]) gv = at::empty_like(values);
+    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context_backward", [&] {
+      auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
+      core::attention_context_backward(g.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(),
+                                       values.data_ptr<scalar_t>(), ptr(gw), ptr(gv), B, 1, T, d);
+    });
+    return std::make_tuple(gw, gv);
+  });
+}
+
 // =======================================================================================
 // 1. Alignment recursions: Autograd kernels (redispatch forward, backward operator)
 // =======================================================================================
@@ -401,6 +471,52 @@ struct SoftmaxAutograd : torch::autograd::Function<SoftmaxAutograd> {
   }
 };
 
+struct AdditiveEnergyAutograd : torch::autograd::Function<AdditiveEnergyAutograd> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& query, const Tensor& keys,
+                        const Tensor& w) {
+    Tensor e;
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      e = op<Tensor(const Tensor&, const Tensor&, const Tensor&)>("mona::additive_energy")
+              .call(query, keys, w);
+    }
+    ctx->save_for_backward({query, keys, w});
+    return e;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                      ctx->needs_input_grad(2)};
+    auto [gq, gk, gw] =
+        op<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                              const Tensor&, std::array<bool, 3>)>(
+            "mona::additive_energy_backward")
+            .call(grads[0], s[0], s[1], s[2], mask);
+    return {gq, gk, gw};
+  }
+};
+
+struct AttentionContextAutograd : torch::autograd::Function<AttentionContextAutograd> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& weights, const Tensor& values) {
+    Tensor c;
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      c = op<Tensor(const Tensor&, const Tensor&)>("mona::attention_context").call(weights, values);
+    }
+    ctx->save_for_backward({weights, values});
+    return c;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const std::array<bool, 2> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1)};
+    auto [gw, gv] = op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                  std::array<bool, 2>)>(
+                        "mona::attention_context_backward")
+                        .call(grads[0], s[0], s[1], mask);
+    return {gw, gv};
+  }
+};
+
 // The Autograd kernel of the backward operators: they are first order (mona's backward
 // passes have no backward of their own), so differentiating through them (create_graph=True,
 // double backward) raises instead of returning gradients that silently lack the second-order
@@ -440,6 +556,12 @@ Tensor matcha_chunkwise_autograd(const Tensor& alpha_prev, const Tensor& p, cons
 Tensor masked_softmax_autograd(const Tensor& e, const OptTensor& in_lens,
                                const OptTensor& out_lens) {
   return SoftmaxAutograd::apply(e, in_lens, out_lens);
+}
+Tensor additive_energy_autograd(const Tensor& query, const Tensor& keys, const Tensor& w) {
+  return AdditiveEnergyAutograd::apply(query, keys, w);
+}
+Tensor attention_context_autograd(const Tensor& weights, const Tensor& values) {
+  return AttentionContextAutograd::apply(weights, values);
 }
 
 // =======================================================================================
@@ -596,6 +718,12 @@ TORCH_LIBRARY(mona, m) {
   m.def("masked_softmax(Tensor e, Tensor? in_lens=None, Tensor? out_lens=None) -> Tensor");
   m.def("masked_softmax_backward(Tensor grad_w, Tensor w, Tensor? in_lens, Tensor? out_lens) "
         "-> Tensor");
+  m.def("additive_energy(Tensor query, Tensor keys, Tensor w) -> Tensor");
+  m.def("additive_energy_backward(Tensor grad_e, Tensor query, Tensor keys, Tensor w, "
+        "bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("attention_context(Tensor weights, Tensor values) -> Tensor");
+  m.def("attention_context_backward(Tensor grad_c, Tensor weights, Tensor values, "
+        "bool[2] output_mask) -> (Tensor, Tensor)");
   // 2. GMM and conditional Bernoulli (mona::nn's autograd functions)
   m.def("gmm_attention_weights(Tensor mu, Tensor variance, Tensor? weights=None, "
         "Tensor? nu=None, Tensor? delta=None, str window='none', float radius=2.0, "
@@ -635,6 +763,10 @@ TORCH_LIBRARY_IMPL(mona, CPU, m) {
   m.impl("matcha_chunkwise_backward", &mp::matcha_chunkwise_backward_cpu);
   m.impl("masked_softmax", &mp::masked_softmax_cpu);
   m.impl("masked_softmax_backward", &mp::masked_softmax_backward_cpu);
+  m.impl("additive_energy", &mp::additive_energy_cpu);
+  m.impl("additive_energy_backward", &mp::additive_energy_backward_cpu);
+  m.impl("attention_context", &mp::attention_context_cpu);
+  m.impl("attention_context_backward", &mp::attention_context_backward_cpu);
   m.impl("gmm_attention_weights", &mp::gmm_attention_weights_k<false>);
   m.impl("gmm_length_penalty", &mp::gmm_length_penalty_k<false>);
   m.impl("poisson_binomial_log_prob", &mp::poisson_binomial_log_prob_k<false>);
@@ -653,7 +785,8 @@ TORCH_LIBRARY_IMPL(mona, CPU, m) {
 TORCH_LIBRARY_IMPL(mona, Autograd, m) {
   for (const char* name : {"monotonic_alignment_backward", "monotonic_alignment_step_backward",
                            "mocha_chunkwise_backward", "matcha_chunkwise_backward",
-                           "masked_softmax_backward"}) {
+                           "masked_softmax_backward", "additive_energy_backward",
+                           "attention_context_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&mp::first_order_only>());
   }
   m.impl("monotonic_alignment", &mp::monotonic_alignment_autograd);
@@ -661,6 +794,8 @@ TORCH_LIBRARY_IMPL(mona, Autograd, m) {
   m.impl("mocha_chunkwise", &mp::mocha_chunkwise_autograd);
   m.impl("matcha_chunkwise", &mp::matcha_chunkwise_autograd);
   m.impl("masked_softmax", &mp::masked_softmax_autograd);
+  m.impl("additive_energy", &mp::additive_energy_autograd);
+  m.impl("attention_context", &mp::attention_context_autograd);
   m.impl("gmm_attention_weights", &mp::gmm_attention_weights_k<true>);
   m.impl("gmm_length_penalty", &mp::gmm_length_penalty_k<true>);
   m.impl("poisson_binomial_log_prob", &mp::poisson_binomial_log_prob_k<true>);

@@ -34,6 +34,47 @@ inline void check_like(const at::Tensor& t, const at::Tensor& ref, const char* f
               ref.scalar_type(), " (that of ", ref_name, "), got ", t.scalar_type());
 }
 
+/// `t` has sizes `sizes` (described by `dims`, e.g. "[B, U, T]") and the dtype of `ref`.
+inline void check_sizes(const at::Tensor& t, at::IntArrayRef sizes, const at::Tensor& ref,
+                        const char* fn, const char* name, const char* dims,
+                        const char* ref_name) {
+  MONA_CHECK(t.sizes() == sizes, fn, ": ", name, ": expected sizes ", dims, " = ", sizes,
+              ", got ", t.sizes());
+  MONA_CHECK(t.scalar_type() == ref.scalar_type(), fn, ": ", name, ": expected dtype ",
+              ref.scalar_type(), " (that of ", ref_name, "), got ", t.scalar_type());
+}
+
+/// additive_energy's arguments (mona/nn/functional.h): query [B, U, d], keys [B, T, d] and
+/// w [d], of one dtype.
+inline void check_energy_args(const at::Tensor& query, const at::Tensor& keys,
+                              const at::Tensor& w, const char* fn) {
+  check_tensor(query, fn, "query", 3, "[B, U, d]");
+  check_tensor(keys, fn, "keys", 3, "[B, T, d]");
+  check_tensor(w, fn, "w", 1, "[d]");
+  MONA_CHECK(keys.size(0) == query.size(0) && keys.size(2) == query.size(2), fn,
+             ": keys: expected sizes [B, T, d] with B = ", query.size(0), " and d = ",
+             query.size(2), " (those of query), got ", keys.sizes());
+  MONA_CHECK(w.size(0) == query.size(2), fn, ": w: expected sizes [d] = [", query.size(2),
+             "], got ", w.sizes());
+  MONA_CHECK(keys.scalar_type() == query.scalar_type(), fn, ": keys: expected dtype ",
+             query.scalar_type(), " (that of query), got ", keys.scalar_type());
+  MONA_CHECK(w.scalar_type() == query.scalar_type(), fn, ": w: expected dtype ",
+             query.scalar_type(), " (that of query), got ", w.scalar_type());
+}
+
+/// attention_context's arguments (mona/nn/functional.h): weights [B, T] and values
+/// [B, T, d], of one dtype.
+inline void check_context_args(const at::Tensor& weights, const at::Tensor& values,
+                               const char* fn) {
+  check_tensor(weights, fn, "weights", 2, "[B, T]");
+  check_tensor(values, fn, "values", 3, "[B, T, d]");
+  MONA_CHECK(values.size(0) == weights.size(0) && values.size(1) == weights.size(1), fn,
+             ": values: expected sizes [B, T, d] with [B, T] = [", weights.size(0), ", ",
+             weights.size(1), "] (those of weights), got ", values.sizes());
+  MONA_CHECK(values.scalar_type() == weights.scalar_type(), fn, ": values: expected dtype ",
+             weights.scalar_type(), " (that of weights), got ", values.scalar_type());
+}
+
 /// Optional lengths [B] with values in [0, max]; returns a contiguous int64 CPU tensor
 /// (undefined if `lens` is).
 inline at::Tensor check_lengths(const at::Tensor& lens, const char* fn, const char* name,

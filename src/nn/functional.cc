@@ -271,30 +271,12 @@ struct AttentionContextFn : torch::autograd::Function<AttentionContextFn> {
 }  // namespace
 
 at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values) {
-  const char* fn = "mona::nn::attention_context";
-  detail::check_tensor(weights, fn, "weights", 2, "[B, T]");
-  detail::check_tensor(values, fn, "values", 3, "[B, T, d]");
-  MONA_CHECK(values.size(0) == weights.size(0) && values.size(1) == weights.size(1), fn,
-             ": values: expected sizes [B, T, d] with [B, T] = [", weights.size(0), ", ", weights.size(1),
-             "] (those of weights), got ", values.sizes());
-  MONA_CHECK(values.scalar_type() == weights.scalar_type(), fn, ": values: expected dtype ", weights.scalar_type(),
-             " (that of weights), got ", values.scalar_type());
+  detail::check_context_args(weights, values, "mona::nn::attention_context");
   return AttentionContextFn::apply(weights.contiguous(), values.contiguous());
 }
 
 at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w) {
-  const char* fn = "mona::nn::additive_energy";
-  detail::check_tensor(query, fn, "query", 3, "[B, U, d]");
-  detail::check_tensor(keys, fn, "keys", 3, "[B, T, d]");
-  detail::check_tensor(w, fn, "w", 1, "[d]");
-  MONA_CHECK(keys.size(0) == query.size(0) && keys.size(2) == query.size(2), fn,
-             ": keys: expected sizes [B, T, d] with B = ", query.size(0), " and d = ", query.size(2),
-             " (those of query), got ", keys.sizes());
-  MONA_CHECK(w.size(0) == query.size(2), fn, ": w: expected sizes [d] = [", query.size(2), "], got ", w.sizes());
-  MONA_CHECK(keys.scalar_type() == query.scalar_type(), fn, ": keys: expected dtype ", query.scalar_type(),
-             " (that of query), got ", keys.scalar_type());
-  MONA_CHECK(w.scalar_type() == query.scalar_type(), fn, ": w: expected dtype ", query.scalar_type(),
-             " (that of query), got ", w.scalar_type());
+  detail::check_energy_args(query, keys, w, "mona::nn::additive_energy");
   return AdditiveEnergyFn::apply(query.contiguous(), keys.contiguous(), w.contiguous());
 }
 

@@ -29,6 +29,11 @@ from conftest import random_p
      "k[0] must be <= T = 3 (cannot have more highs than trials), got 4"),
     (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "xx"),
      "sampler: expected 'idb', 'bb' or 'db', got 'xx'"),
+    (lambda: F.additive_energy(torch.rand(2, 3, 4), torch.rand(2, 5, 3), torch.rand(4)),
+     "additive_energy: keys: expected sizes [B, T, d] with B = 2 and d = 4 (those of query), "
+     "got [2, 5, 3]"),
+    (lambda: F.attention_context(torch.rand(2, 5), torch.rand(2, 5, 3, dtype=torch.float64)),
+     "attention_context: values: expected dtype Float (that of weights), got Double"),
 ])
 def test_argument_errors_are_value_errors_with_monas_message(call, message):
     with pytest.raises(mona.ArgumentError) as info:
@@ -48,6 +53,16 @@ def test_backward_operator_checks_its_arguments():
     p = torch.rand(1, 2, 3)
     with pytest.raises(ValueError, match="grad_alpha: expected sizes"):
         torch.ops.mona.monotonic_alignment_backward(torch.rand(1, 2, 4), p, p, None, None, None)
+
+
+def test_fused_backward_operators_check_their_arguments():
+    q, k, w = torch.rand(2, 3, 4), torch.rand(2, 5, 4), torch.rand(4)
+    with pytest.raises(ValueError, match=r"additive_energy_backward: grad_e: expected sizes "
+                                         r"\[B, U, T\] = \[2, 3, 5\], got \[2, 5, 3\]"):
+        torch.ops.mona.additive_energy_backward(torch.rand(2, 5, 3), q, k, w, [True, True, True])
+    with pytest.raises(ValueError, match=r"attention_context_backward: grad_c: expected dtype Float"):
+        torch.ops.mona.attention_context_backward(torch.rand(2, 4, dtype=torch.float64),
+                                                  torch.rand(2, 5), k, [True, True])
 
 
 def test_file_errors_are_os_and_runtime_errors(tmp_path):

@@ -58,6 +58,13 @@ def test_gradcheck_masked_softmax():
     assert gradcheck(lambda e: F.masked_softmax(e, IN, OUT), (e,))
 
 
+def test_gradcheck_additive_energy_and_attention_context():
+    q, k, w = leaf(torch.randn(3, 4, 5, dtype=D)), leaf(torch.randn(3, 7, 5, dtype=D)), leaf(torch.randn(5, dtype=D))
+    assert gradcheck(F.additive_energy, (q, k, w))
+    weights, values = leaf(torch.rand(3, 7, dtype=D)), leaf(torch.randn(3, 7, 6, dtype=D))
+    assert gradcheck(F.attention_context, (weights, values))
+
+
 def gmm_inputs(H=2):
     mu = leaf(torch.tensor([1.0, 2.5, 4.0, 5.5], dtype=D).view(1, 4, 1).expand(3, 4, H)
               + 0.3 * torch.randn(3, 4, H, dtype=D))
@@ -186,6 +193,9 @@ def f32_cases():
         "matcha_chunkwise": (lambda a, p, u: F.matcha_chunkwise(a, p, u, IN, OUT),
                              (alpha, p, u), 1e-5),
         "masked_softmax": (lambda e: F.masked_softmax(e, IN, OUT), (u,), 1e-6),
+        # sums of 5 products w[k] tanh(.) with |w| < 4: a few float32 ulp of 20
+        "additive_energy": (F.additive_energy, (u[:, :, :5], u[:, :3, 2:], u[0, 0, :5]), 1e-5),
+        "attention_context": (F.attention_context, (alpha[:, 0], u.transpose(1, 2)), 1e-6),
         "gmm_attention_weights": (lambda mu, v, w, nu, d: F.gmm_attention_weights(
             mu, v, w, nu, d, "adaptive", 2.0, 4, IN, OUT), (mu, var, w, nu, delta), 1e-5),
         "poisson_binomial_log_prob": (lambda x: F.poisson_binomial_log_prob(x, K, IN), (x,), None),
@@ -254,6 +264,39 @@ def test_exact_recurrence_and_empty_inputs():
     z = F.monotonic_alignment(p, torch.tensor([0]), torch.tensor([3]))
     assert torch.all(z == 0)
     assert F.monotonic_alignment(torch.zeros(0, 3, 4, dtype=D)).shape == (0, 3, 4)
+
+
+# ---- the fused energy and context --------------------------------------------------------
+
+def test_fused_energy_and_context_equal_the_torch_formulas():
+    # against the formulas in torch operations (independent of mona's kernels), float64:
+    # mona's tanh is within a few ulp of 1 (include/mona/core/additive_energy.h), so an
+    # energy is within a few ulp of sum_k |w[k]| (< 1e-13 here); the context is the same
+    # sums as bmm's in another order (1e-14 for 7 terms of size < 4)
+    torch.manual_seed(5)
+    q, k, w = torch.randn(3, 4, 6, dtype=D), torch.randn(3, 9, 6, dtype=D), torch.randn(6, dtype=D)
+    e = F.additive_energy(q, k, w)
+    torch.testing.assert_close(e, torch.tanh(q.unsqueeze(2) + k.unsqueeze(1)) @ w, rtol=0, atol=1e-13)
+    weights, values = torch.rand(3, 7, dtype=D), torch.randn(3, 7, 5, dtype=D)
+    weights[1, 4:] = 0  # padding: its values must not reach the context, even non-finite ones
+    values[1, 4:] = float("nan")
+    c = F.attention_context(weights, values)
+    ref = torch.bmm(weights.unsqueeze(1), values.nan_to_num()).squeeze(1)
+    torch.testing.assert_close(c, ref, rtol=0, atol=1e-14)
+
+
+def test_fused_energy_computes_only_the_gradients_asked_for():
+    q, k, w = leaf(torch.randn(2, 3, 4, dtype=D)), torch.randn(2, 5, 4, dtype=D), leaf(torch.randn(4, dtype=D))
+    g = torch.randn(2, 3, 5, dtype=D)
+    gq, gw = torch.autograd.grad(F.additive_energy(q, k, w), (q, w), g)
+    q, w = q.detach(), w.detach()  # the backward operator itself is first order only
+    gq_all, gk_all, gw_all = torch.ops.mona.additive_energy_backward(g, q, k, w, [True, True, True])
+    assert torch.equal(gq, gq_all) and torch.equal(gw, gw_all) and gk_all.shape == k.shape
+    none = torch.ops.mona.additive_energy_backward(g, q, k, w, [True, False, False])
+    assert none[1] is None and none[2] is None and torch.equal(none[0], gq_all)
+    gw_c, gv_c = torch.ops.mona.attention_context_backward(
+        torch.randn(2, 4, dtype=D), torch.rand(2, 5, dtype=D), k, [False, True])
+    assert gw_c is None and gv_c.shape == k.shape
 
 
 def test_double_backward_raises_instead_of_dropping_terms():

@@ -25,6 +25,27 @@ def test_module_forward_backward(cls):
     assert torch.equal(att(q, h, lens)[1], att(q, h, lens)[1])
 
 
+# The energy modules through the fused operator: the formula of 002 eq. 16 written out in
+# torch operations (float64: mona's tanh within a few ulp, 1e-13 for d = 6), and the graph
+# keeps no [B, U, T, d] tensor (the tanh values are recomputed in the backward pass): every
+# tensor saved for backward is counted by a saved-tensors hook.
+def test_energy_module_is_fused():
+    torch.manual_seed(2)
+    energy = mona.nn.MonotonicEnergy(5, 6, attention_dim=8).double()
+    q = torch.randn(2, 3, 5, dtype=torch.float64)
+    h = torch.randn(2, 7, 6, dtype=torch.float64, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        e = energy(q, h)
+    w = energy.g * energy.v / energy.v.norm()
+    ref = torch.tanh(energy.query_proj(q).unsqueeze(2) + energy.memory_proj(h).unsqueeze(1)) @ w + energy.r
+    torch.testing.assert_close(e, ref, rtol=0, atol=1e-13)
+    assert max(saved) < 2 * 3 * 7 * 8  # the largest saved tensor: the keys [2, 7, 8] or h
+    (g_fused,) = torch.autograd.grad(e.sum(), h)
+    (g_ref,) = torch.autograd.grad(ref.sum(), h)
+    torch.testing.assert_close(g_fused, g_ref, rtol=0, atol=1e-12)
+
+
 # GmmAttention against the mixture written out here (003 eqs. 7-12, no window): for each head
 # h, w_h delta_j N(nu_j; mu_h, v_h), summed; float64, so agreement to 1e-12.
 @pytest.mark.parametrize("source_aware", [False, True])
