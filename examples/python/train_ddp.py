@@ -120,6 +120,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)   # one core per process
+    mona.use_best_blas_kernels()  # AVX-512 / AVX2 matrix products where OpenBLAS fell back to SSE3
     dtype = getattr(torch, args.dtype)
     if args.single:
         rank, world = 0, 1
