@@ -96,6 +96,14 @@ c10::TypedOperatorHandle<Signature> op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
+// An Autograd kernel's forward: the operator `name` called again, below autograd (the
+// backend's kernel, which records no graph).
+template <class Signature, class... Args>
+Tensor forward_below_autograd(const char* name, const Args&... args) {
+  at::AutoDispatchBelowADInplaceOrView below;
+  return op<Signature>(name).call(args...);
+}
+
 // =======================================================================================
 // 1. Alignment recursions: CPU forward and backward kernels
 // =======================================================================================
@@ -347,13 +355,9 @@ void save_lengths(AutogradContext* ctx, const OptTensor& in_lens, const OptTenso
 struct MonotonicAlignmentAutograd : torch::autograd::Function<MonotonicAlignmentAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& p, const OptTensor& in_lens,
                         const OptTensor& out_lens, const OptTensor& alpha0) {
-    Tensor alpha;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      alpha = op<Tensor(const Tensor&, const OptTensor&, const OptTensor&, const OptTensor&)>(
-                  "mona::monotonic_alignment")
-                  .call(p, in_lens, out_lens, alpha0);
-    }
+    using Forward = Tensor(const Tensor&, const OptTensor&, const OptTensor&, const OptTensor&);
+    const Tensor alpha =
+        forward_below_autograd<Forward>("mona::monotonic_alignment", p, in_lens, out_lens, alpha0);
     ctx->save_for_backward({p, alpha});
     ctx->saved_data["alpha0"] = alpha0;
     save_lengths(ctx, in_lens, out_lens);
@@ -375,13 +379,9 @@ struct MonotonicAlignmentAutograd : torch::autograd::Function<MonotonicAlignment
 struct MonotonicStepAutograd : torch::autograd::Function<MonotonicStepAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& p, const Tensor& alpha_prev,
                         const OptTensor& in_lens) {
-    Tensor alpha;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      alpha = op<Tensor(const Tensor&, const Tensor&, const OptTensor&)>(
-                  "mona::monotonic_alignment_step")
-                  .call(p, alpha_prev, in_lens);
-    }
+    using Forward = Tensor(const Tensor&, const Tensor&, const OptTensor&);
+    const Tensor alpha =
+        forward_below_autograd<Forward>("mona::monotonic_alignment_step", p, alpha_prev, in_lens);
     ctx->save_for_backward({p, alpha_prev});
     save_lengths(ctx, in_lens, c10::nullopt);
     return alpha;
@@ -399,13 +399,10 @@ struct MonotonicStepAutograd : torch::autograd::Function<MonotonicStepAutograd> 
 struct MochaAutograd : torch::autograd::Function<MochaAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& alpha, const Tensor& u, int64_t w,
                         const OptTensor& in_lens, const OptTensor& out_lens) {
-    Tensor beta;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      beta = op<Tensor(const Tensor&, const Tensor&, int64_t, const OptTensor&,
-                       const OptTensor&)>("mona::mocha_chunkwise")
-                 .call(alpha, u, w, in_lens, out_lens);
-    }
+    using Forward =
+        Tensor(const Tensor&, const Tensor&, int64_t, const OptTensor&, const OptTensor&);
+    const Tensor beta =
+        forward_below_autograd<Forward>("mona::mocha_chunkwise", alpha, u, w, in_lens, out_lens);
     ctx->save_for_backward({alpha, u});
     ctx->saved_data["w"] = w;
     save_lengths(ctx, in_lens, out_lens);
@@ -425,13 +422,10 @@ struct MochaAutograd : torch::autograd::Function<MochaAutograd> {
 struct MatchaAutograd : torch::autograd::Function<MatchaAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& alpha_prev, const Tensor& p,
                         const Tensor& u, const OptTensor& in_lens, const OptTensor& out_lens) {
-    Tensor beta;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      beta = op<Tensor(const Tensor&, const Tensor&, const Tensor&, const OptTensor&,
-                       const OptTensor&)>("mona::matcha_chunkwise")
-                 .call(alpha_prev, p, u, in_lens, out_lens);
-    }
+    using Forward =
+        Tensor(const Tensor&, const Tensor&, const Tensor&, const OptTensor&, const OptTensor&);
+    const Tensor beta = forward_below_autograd<Forward>("mona::matcha_chunkwise", alpha_prev, p,
+                                                        u, in_lens, out_lens);
     ctx->save_for_backward({alpha_prev, p, u, beta});
     save_lengths(ctx, in_lens, out_lens);
     return beta;
@@ -451,12 +445,8 @@ struct MatchaAutograd : torch::autograd::Function<MatchaAutograd> {
 struct SoftmaxAutograd : torch::autograd::Function<SoftmaxAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& e, const OptTensor& in_lens,
                         const OptTensor& out_lens) {
-    Tensor w;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      w = op<Tensor(const Tensor&, const OptTensor&, const OptTensor&)>("mona::masked_softmax")
-              .call(e, in_lens, out_lens);
-    }
+    using Forward = Tensor(const Tensor&, const OptTensor&, const OptTensor&);
+    const Tensor w = forward_below_autograd<Forward>("mona::masked_softmax", e, in_lens, out_lens);
     ctx->save_for_backward({w});
     save_lengths(ctx, in_lens, out_lens);
     return w;
@@ -474,12 +464,8 @@ struct SoftmaxAutograd : torch::autograd::Function<SoftmaxAutograd> {
 struct AdditiveEnergyAutograd : torch::autograd::Function<AdditiveEnergyAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& query, const Tensor& keys,
                         const Tensor& w) {
-    Tensor e;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      e = op<Tensor(const Tensor&, const Tensor&, const Tensor&)>("mona::additive_energy")
-              .call(query, keys, w);
-    }
+    using Forward = Tensor(const Tensor&, const Tensor&, const Tensor&);
+    const Tensor e = forward_below_autograd<Forward>("mona::additive_energy", query, keys, w);
     ctx->save_for_backward({query, keys, w});
     return e;
   }
@@ -498,11 +484,8 @@ struct AdditiveEnergyAutograd : torch::autograd::Function<AdditiveEnergyAutograd
 
 struct AttentionContextAutograd : torch::autograd::Function<AttentionContextAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& weights, const Tensor& values) {
-    Tensor c;
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      c = op<Tensor(const Tensor&, const Tensor&)>("mona::attention_context").call(weights, values);
-    }
+    using Forward = Tensor(const Tensor&, const Tensor&);
+    const Tensor c = forward_below_autograd<Forward>("mona::attention_context", weights, values);
     ctx->save_for_backward({weights, values});
     return c;
   }
