@@ -8,13 +8,21 @@ standard deviation ``noise_std`` in training mode only (002 sec. 2.5).
 
 Each module scores all output steps at once: ``forward(queries [B, U, Dq], memory [B, T, Dh],
 memory_lengths=None, out_lengths=None)`` returns ``(contexts [B, U, Dh], weights [B, U, T])``
-and keeps the expected alignment of its last call in ``last_alignment``. With an RNN decoder
-whose query depends on the previous context, call :func:`mona.functional.monotonic_alignment_step`
-step by step instead.
+and keeps the expected alignment of its last call in ``last_alignment``.
+
+An RNN decoder whose query depends on the previous step's context decodes one output step at a
+time, as the C++ ``Attention::step`` does (002 eqs. 13-14 row by row)::
+
+    memory = attention.prepare(h, h_lengths)     # the keys W_h h, computed once
+    state = attention.initial_state(memory)      # alpha_{-1}: all mass on entry 0
+    for i in range(U):
+        context, weights, state = attention.step(query_i, memory, state)
+
+With the same queries this gives ``forward``'s rows, and the same gradients.
 """
 
 import math
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -23,7 +31,7 @@ from . import functional as F
 from ._C import ArgumentError
 
 __all__ = ["MonotonicEnergy", "AdditiveEnergy", "MonotonicAttention", "MochaAttention",
-           "MatchaAttention", "SoftAttention", "GmmAttention"]
+           "MatchaAttention", "SoftAttention", "GmmAttention", "PreparedMemory"]
 
 
 class AdditiveEnergy(nn.Module):
@@ -38,8 +46,16 @@ class AdditiveEnergy(nn.Module):
         self.memory_proj = nn.Linear(memory_dim, d, bias=False)
         self.v = nn.Parameter(torch.empty(d).uniform_(-1 / math.sqrt(d), 1 / math.sqrt(d)))
 
+    def keys(self, memory: Tensor) -> Tensor:
+        """The memory's part ``W_h h`` [B, T, d], once per memory (see :meth:`score`)."""
+        return self.memory_proj(memory)
+
+    def score(self, queries: Tensor, keys: Tensor) -> Tensor:
+        """Energies [B, U, T] of queries [B, U, Dq] against ``keys(memory)``."""
+        return F.additive_energy(self.query_proj(queries), keys, self.v)
+
     def forward(self, queries: Tensor, memory: Tensor) -> Tensor:
-        return F.additive_energy(self.query_proj(queries), self.memory_proj(memory), self.v)
+        return self.score(queries, self.keys(memory))
 
 
 class MonotonicEnergy(AdditiveEnergy):
@@ -53,16 +69,44 @@ class MonotonicEnergy(AdditiveEnergy):
         self.g = nn.Parameter(torch.tensor(1 / math.sqrt(d)))
         self.r = nn.Parameter(torch.tensor(float(init_r)))
 
-    def forward(self, queries: Tensor, memory: Tensor) -> Tensor:
+    def score(self, queries: Tensor, keys: Tensor) -> Tensor:
         w = self.g * self.v / self.v.norm()
-        return F.additive_energy(self.query_proj(queries), self.memory_proj(memory), w) + self.r
+        return F.additive_energy(self.query_proj(queries), keys, w) + self.r
 
 
 def _context(weights: Tensor, memory: Tensor) -> Tensor:
     return torch.bmm(weights, memory)  # [B, U, T] x [B, T, Dh]
 
 
-class _Monotonic(nn.Module):
+class PreparedMemory(NamedTuple):
+    """A memory prepared once for step-by-step decoding (``prepare``; the C++
+    ``Attention::prepare``): ``values`` [B, T, Dh], the energy's ``keys`` ``W_h h`` [B, T, d],
+    the chunk energy's ``chunk_keys`` (MoChA, MAtChA; else None) and ``lengths`` [B] (or
+    None: all T entries valid)."""
+    values: Tensor
+    keys: Tensor
+    chunk_keys: Optional[Tensor]
+    lengths: Optional[Tensor]
+
+
+class _Stepwise(nn.Module):
+    """``prepare`` and ``initial_state`` of the modules with an additive energy ``energy`` (and
+    ``chunk_energy`` for MoChA and MAtChA)."""
+
+    def prepare(self, memory: Tensor, memory_lengths: Optional[Tensor] = None) -> PreparedMemory:
+        """Memory [B, T, Dh] and optional lengths [B] -> :class:`PreparedMemory` for ``step``."""
+        chunk = getattr(self, "chunk_energy", None)
+        return PreparedMemory(memory, self.energy.keys(memory),
+                              chunk.keys(memory) if chunk is not None else None, memory_lengths)
+
+    def initial_state(self, memory: PreparedMemory) -> Tensor:
+        """alpha_{-1} [B, T]: all mass on entry 0 (002 sec. 2.2)."""
+        alpha0 = memory.values.new_zeros(memory.values.shape[:2])
+        alpha0[:, 0] = 1
+        return alpha0
+
+
+class _Monotonic(_Stepwise):
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0,
                  init_r: float = -4.0, noise_std: float = 1.0):
         super().__init__()
@@ -72,10 +116,28 @@ class _Monotonic(nn.Module):
 
     def p_choose(self, queries: Tensor, memory: Tensor) -> Tensor:
         """Selection probabilities sigmoid(e + noise) [B, U, T] (noise in training only)."""
-        e = self.energy(queries, memory)
+        return self._p_choose(queries, self.energy.keys(memory))
+
+    def _p_choose(self, queries: Tensor, keys: Tensor) -> Tensor:
+        e = self.energy.score(queries, keys)
         if self.training and self.noise_std > 0:
             e = e + self.noise_std * torch.randn_like(e)
         return torch.sigmoid(e)
+
+    def step(self, query: Tensor, memory: PreparedMemory,
+             alpha_prev: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """One output step: query s_{i-1} [B, Dq], the prepared memory and alpha_{i-1} [B, T]
+        (``initial_state`` at the first step) -> ``(context [B, Dh], weights [B, T],
+        alpha_i [B, T])``: alpha_i by :func:`mona.functional.monotonic_alignment_step`, the
+        context by :func:`mona.functional.attention_context`. Padding entries get weight 0."""
+        p = self._p_choose(query.unsqueeze(1), memory.keys)[:, 0]
+        alpha = F.monotonic_alignment_step(p, alpha_prev, memory.lengths)
+        weights = self._step_weights(query, memory, alpha_prev, p, alpha)
+        return F.attention_context(weights, memory.values), weights, alpha
+
+    def _step_weights(self, query: Tensor, memory: PreparedMemory, alpha_prev: Tensor,
+                      p: Tensor, alpha: Tensor) -> Tensor:
+        return alpha
 
 
 class MonotonicAttention(_Monotonic):
@@ -107,6 +169,11 @@ class MochaAttention(_Monotonic):
         self.last_alignment = alpha
         return _context(beta, memory), beta
 
+    def _step_weights(self, query: Tensor, memory: PreparedMemory, alpha_prev: Tensor,
+                      p: Tensor, alpha: Tensor) -> Tensor:
+        u = self.chunk_energy.score(query.unsqueeze(1), memory.chunk_keys)
+        return F.mocha_chunkwise(alpha.unsqueeze(1), u, self.chunk_size, memory.lengths)[:, 0]
+
 
 class MatchaAttention(_Monotonic):
     """MAtChA (000 App. C): chunks that span from the previous step's chosen entry to the
@@ -129,8 +196,13 @@ class MatchaAttention(_Monotonic):
         self.last_alignment = alpha
         return _context(beta, memory), beta
 
+    def _step_weights(self, query: Tensor, memory: PreparedMemory, alpha_prev: Tensor,
+                      p: Tensor, alpha: Tensor) -> Tensor:
+        u = self.chunk_energy.score(query.unsqueeze(1), memory.chunk_keys)
+        return F.matcha_chunkwise(alpha_prev.unsqueeze(1), p.unsqueeze(1), u, memory.lengths)[:, 0]
 
-class SoftAttention(nn.Module):
+
+class SoftAttention(_Stepwise):
     """Soft attention (000 eqs. 4-6) with an additive energy and a masked softmax (the
     offline baseline)."""
 
@@ -144,6 +216,15 @@ class SoftAttention(nn.Module):
         w = F.masked_softmax(self.energy(queries, memory), memory_lengths, out_lengths)
         self.last_alignment = w
         return _context(w, memory), w
+
+    def step(self, query: Tensor, memory: PreparedMemory,
+             state: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+        """One output step: query [B, Dq] -> ``(context [B, Dh], weights [B, T], state)``; soft
+        attention keeps no alignment state (``state`` is passed through, so the loop of the
+        module docstring works unchanged)."""
+        e = self.energy.score(query.unsqueeze(1), memory.keys)
+        w = F.masked_softmax(e, memory.lengths)[:, 0]
+        return F.attention_context(w, memory.values), w, state
 
 
 class GmmAttention(nn.Module):
@@ -165,7 +246,8 @@ class GmmAttention(nn.Module):
     returns ``(contexts [B, U, Dh], weights [B, U, T])``; ``last_alignment`` holds the weights
     and ``last_mu`` the means ``[B, U, H]`` (for the length penalty of eq. 13,
     :func:`mona.functional.gmm_length_penalty`). Errors as the functional call
-    (``mona.ArgumentError``, a ``ValueError``)."""
+    (``mona.ArgumentError``, a ``ValueError``). Whole output sequences only: this module has
+    no ``step`` yet (the C++ ``GmmAttention::step`` has)."""
 
     def __init__(self, query_dim: int, memory_dim: int, num_heads: int = 1,
                  source_aware: bool = False, window: str = "none", window_radius: float = 2.0,
