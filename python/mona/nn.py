@@ -14,7 +14,7 @@ An RNN decoder whose query depends on the previous step's context decodes one ou
 time, as the C++ ``Attention::step`` does (002 eqs. 13-14 row by row)::
 
     memory = attention.prepare(h, h_lengths)     # the keys W_h h, computed once
-    state = attention.initial_state(memory)      # alpha_{-1}: all mass on entry 0
+    state = attention.initial_state(memory)      # alpha_{-1} (GMM: the means mu_0 = 0)
     for i in range(U):
         context, weights, state = attention.step(query_i, memory, state)
 
@@ -31,7 +31,7 @@ from . import functional as F
 from ._C import ArgumentError
 
 __all__ = ["MonotonicEnergy", "AdditiveEnergy", "MonotonicAttention", "MochaAttention",
-           "MatchaAttention", "SoftAttention", "GmmAttention", "PreparedMemory"]
+           "MatchaAttention", "SoftAttention", "GmmAttention", "PreparedMemory", "GmmMemory"]
 
 
 class AdditiveEnergy(nn.Module):
@@ -86,6 +86,16 @@ class PreparedMemory(NamedTuple):
     values: Tensor
     keys: Tensor
     chunk_keys: Optional[Tensor]
+    lengths: Optional[Tensor]
+
+
+class GmmMemory(NamedTuple):
+    """A memory prepared once for :meth:`GmmAttention.step`: ``values`` [B, T, Dh], the
+    positions ``nu`` and densities ``delta`` [B, H, T] (003 eqs. 9-10; nu_j = j + 1 and
+    delta = 1 without ``source_aware``) and ``lengths`` [B] (or None)."""
+    values: Tensor
+    nu: Tensor
+    delta: Tensor
     lengths: Optional[Tensor]
 
 
@@ -246,8 +256,9 @@ class GmmAttention(nn.Module):
     returns ``(contexts [B, U, Dh], weights [B, U, T])``; ``last_alignment`` holds the weights
     and ``last_mu`` the means ``[B, U, H]`` (for the length penalty of eq. 13,
     :func:`mona.functional.gmm_length_penalty`). Errors as the functional call
-    (``mona.ArgumentError``, a ``ValueError``). Whole output sequences only: this module has
-    no ``step`` yet (the C++ ``GmmAttention::step`` has)."""
+    (``mona.ArgumentError``, a ``ValueError``). Step by step: ``prepare`` (the memory
+    positions nu and densities delta, once), ``initial_state`` (mu_0 = 0, [B, H]) and ``step``,
+    whose state is the means mu_i [B, H]."""
 
     def __init__(self, query_dim: int, memory_dim: int, num_heads: int = 1,
                  source_aware: bool = False, window: str = "none", window_radius: float = 2.0,
@@ -272,10 +283,9 @@ class GmmAttention(nn.Module):
         self.last_alignment: Optional[Tensor] = None
         self.last_mu: Optional[Tensor] = None
 
-    def forward(self, queries: Tensor, memory: Tensor, memory_lengths: Optional[Tensor] = None,
-                out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    def _parameters_of(self, queries: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """Per head: the step Delta, the variance and the mixture weight [..., H] (eqs. 4-8)."""
         H = self.num_heads
-        B, U, T = queries.shape[0], queries.shape[1], memory.shape[1]
         raw = self.query_proj(queries)
         step = torch.nn.functional.softplus(raw[..., :H])
         if self.max_step > 0:
@@ -283,24 +293,55 @@ class GmmAttention(nn.Module):
         variance = torch.nn.functional.softplus(raw[..., H:2 * H]) + self.min_variance
         if self.max_variance > 0:
             variance = variance.clamp(max=self.max_variance)
-        weights = torch.softmax(raw[..., 2 * H:], dim=-1)
-        mu = torch.cumsum(step, dim=1)  # eq. 5 with mu_0 = 0
+        return step, variance, torch.softmax(raw[..., 2 * H:], dim=-1)
+
+    def prepare(self, memory: Tensor, memory_lengths: Optional[Tensor] = None) -> GmmMemory:
+        """Memory [B, T, Dh] and optional lengths [B] -> :class:`GmmMemory` for ``step``."""
+        H, (B, T) = self.num_heads, memory.shape[:2]
         if self.position is not None:
             delta = torch.sigmoid(self.position(memory)).permute(0, 2, 1)  # [B, H, T]
             nu = torch.cumsum(delta, dim=-1)
         else:
             nu = torch.arange(1, T + 1, dtype=memory.dtype).view(1, 1, T).expand(B, H, T)
             delta = torch.ones(B, H, T, dtype=memory.dtype)
+        return GmmMemory(memory, nu, delta, memory_lengths)
+
+    def initial_state(self, memory: GmmMemory) -> Tensor:
+        """mu_0 = 0 for every head, [B, H] (eq. 5)."""
+        return memory.values.new_zeros(memory.values.shape[0], self.num_heads)
+
+    def _weights(self, mu: Tensor, variance: Tensor, weights: Tensor, memory: GmmMemory,
+                 out_lengths: Optional[Tensor]) -> Tensor:
+        """Mixture weights [B, U, T] summed over heads from per-head mu, variance, weight [B, U, H]."""
+        H = self.num_heads
+        (B, U), T = mu.shape[:2], memory.values.shape[1]
 
         def fold(x: Tensor) -> Tensor:  # [B, U, H] -> [B*H, U, 1]
             return x.permute(0, 2, 1).reshape(B * H, U, 1)
 
-        in_lens = memory_lengths.repeat_interleave(H) if memory_lengths is not None else None
+        lens = memory.lengths
+        in_lens = lens.repeat_interleave(H) if lens is not None else None
         o_lens = out_lengths.repeat_interleave(H) if out_lengths is not None else None
         alpha = F.gmm_attention_weights(fold(mu), fold(variance), fold(weights),
-                                        nu.reshape(B * H, T), delta.reshape(B * H, T),
+                                        memory.nu.reshape(B * H, T), memory.delta.reshape(B * H, T),
                                         self.window, self.window_radius, self.window_width,
                                         in_lens, o_lens)
-        w = alpha.view(B, H, U, T).sum(1)
+        return alpha.view(B, H, U, T).sum(1)
+
+    def forward(self, queries: Tensor, memory: Tensor, memory_lengths: Optional[Tensor] = None,
+                out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        step, variance, weights = self._parameters_of(queries)
+        mu = torch.cumsum(step, dim=1)  # eq. 5 with mu_0 = 0
+        w = self._weights(mu, variance, weights, self.prepare(memory, memory_lengths), out_lengths)
         self.last_alignment, self.last_mu = w, mu
         return _context(w, memory), w
+
+    def step(self, query: Tensor, memory: GmmMemory,
+             mu_prev: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """One output step: query [B, Dq], the prepared memory and mu_{i-1} [B, H]
+        (``initial_state`` at the first step) -> ``(context [B, Dh], weights [B, T],
+        mu_i [B, H])``, mu_i = mu_{i-1} + Delta_i (eq. 5)."""
+        step, variance, weights = self._parameters_of(query.unsqueeze(1))
+        mu = mu_prev.unsqueeze(1) + step
+        w = self._weights(mu, variance, weights, memory, None)[:, 0]
+        return F.attention_context(w, memory.values), w, mu[:, 0]

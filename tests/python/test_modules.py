@@ -30,7 +30,13 @@ def test_module_forward_backward(cls):
 # monotonic_alignment, attention_context against bmm, the chunkwise functions on one row), the
 # same values. float64: the recurrences and sums differ only in association, 1e-12 for
 # outputs of size < 10; gradients the same way, 1e-10.
-@pytest.mark.parametrize("cls", MODULES)
+STEPWISE = MODULES + [
+    lambda q, m: mona.nn.GmmAttention(q, m, num_heads=2),
+    lambda q, m: mona.nn.GmmAttention(q, m, num_heads=2, source_aware=True, window="adaptive"),
+    lambda q, m: mona.nn.GmmAttention(q, m, num_heads=1, source_aware=True, window="fixed")]
+
+
+@pytest.mark.parametrize("cls", STEPWISE)
 def test_steps_equal_the_whole_sequence(cls):
     torch.manual_seed(4)
     att = cls(5, 6).double().eval()  # eval: no pre-sigmoid noise
