@@ -227,6 +227,10 @@ class SoftAttention(_Stepwise):
         self.last_alignment = w
         return _context(w, memory), w
 
+    def initial_state(self, memory: PreparedMemory) -> Optional[Tensor]:
+        """None: soft attention keeps no alignment from step to step."""
+        return None
+
     def step(self, query: Tensor, memory: PreparedMemory,
              state: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
         """One output step: query [B, Dq] -> ``(context [B, Dh], weights [B, T], state)``; soft
