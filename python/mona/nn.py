@@ -139,7 +139,9 @@ class _Monotonic(_Stepwise):
         """One output step: query s_{i-1} [B, Dq], the prepared memory and alpha_{i-1} [B, T]
         (``initial_state`` at the first step) -> ``(context [B, Dh], weights [B, T],
         alpha_i [B, T])``: alpha_i by :func:`mona.functional.monotonic_alignment_step`, the
-        context by :func:`mona.functional.attention_context`. Padding entries get weight 0."""
+        context by :func:`mona.functional.attention_context`. Padding entries get weight 0.
+        Raises :class:`mona.ArgumentError` (a ``ValueError``) as those functions do (shapes,
+        dtypes, lengths, alpha_prev < 0)."""
         p = self._p_choose(query.unsqueeze(1), memory.keys)[:, 0]
         alpha = F.monotonic_alignment_step(p, alpha_prev, memory.lengths)
         weights = self._step_weights(query, memory, alpha_prev, p, alpha)
@@ -235,7 +237,8 @@ class SoftAttention(_Stepwise):
              state: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
         """One output step: query [B, Dq] -> ``(context [B, Dh], weights [B, T], state)``; soft
         attention keeps no alignment state (``state`` is passed through, so the loop of the
-        module docstring works unchanged)."""
+        module docstring works unchanged). Raises :class:`mona.ArgumentError` (a
+        ``ValueError``) as the functional calls do."""
         e = self.energy.score(query.unsqueeze(1), memory.keys)
         w = F.masked_softmax(e, memory.lengths)[:, 0]
         return F.attention_context(w, memory.values), w, state
@@ -344,7 +347,8 @@ class GmmAttention(nn.Module):
              mu_prev: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """One output step: query [B, Dq], the prepared memory and mu_{i-1} [B, H]
         (``initial_state`` at the first step) -> ``(context [B, Dh], weights [B, T],
-        mu_i [B, H])``, mu_i = mu_{i-1} + Delta_i (eq. 5)."""
+        mu_i [B, H])``, mu_i = mu_{i-1} + Delta_i (eq. 5). Raises :class:`mona.ArgumentError`
+        (a ``ValueError``) as :func:`mona.functional.gmm_attention_weights` does."""
         step, variance, weights = self._parameters_of(query.unsqueeze(1))
         mu = mu_prev.unsqueeze(1) + step
         w = self._weights(mu, variance, weights, memory, None)[:, 0]
