@@ -12,9 +12,9 @@
 //     torch::autograd::Function that redispatches the forward below autograd and calls the
 //     backward operator in its backward. A CUDA backend registers CUDA kernels for both
 //     operators beside the CPU ones, and autograd then works for it unchanged. The CPU
-//     forward kernels are mona::nn's functions (their argument checks and core forward
-//     kernels) run without recording a graph; the backward kernels call the core backward
-//     kernels (mona/core/*.h) directly.
+//     kernels are mona::nn's functions: the forward ones run without recording a graph, the
+//     backward ones are mona::nn's backward passes (mona/nn/functional.h, *_backward), which
+//     check their arguments and call the core backward kernels (mona/core/*.h).
 //  2. The GMM and conditional Bernoulli functions (mona/nn/gmm_attention.h,
 //     mona/nn/conditional_bernoulli.h) build tables and save intermediate state inside
 //     mona::nn's own autograd functions. Their Autograd kernel calls the mona::nn function,
@@ -25,7 +25,6 @@
 // Errors: mona::ArgumentError becomes c10::ValueError (Python: ValueError) with mona's
 // message; other exceptions pass through (Python: RuntimeError).
 #include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/autograd.h>
@@ -36,16 +35,9 @@
 #include <string>
 #include <tuple>
 
-#include "check.h"  // src/nn: the argument checks shared with mona::nn's adapters
-#include "mona/core/additive_energy.h"
-#include "mona/core/attention_context.h"
 #include "mona/core/error.h"
 #include "mona/core/gmm.h"
-#include "mona/core/matcha.h"
-#include "mona/core/mocha.h"
-#include "mona/core/monotonic.h"
 #include "mona/core/rng.h"
-#include "mona/core/softmax.h"
 #include "mona/nn/conditional_bernoulli.h"
 #include "mona/nn/functional.h"
 #include "mona/nn/gmm_attention.h"
@@ -57,7 +49,6 @@ using at::Tensor;
 using OptTensor = c10::optional<at::Tensor>;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-namespace nnd = mona::nn::detail;
 
 Tensor or_undefined(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
 
@@ -76,19 +67,6 @@ OptTensor saved_optional(AutogradContext* ctx, const char* key) {
   auto it = ctx->saved_data.find(key);
   if (it == ctx->saved_data.end() || it->second.isNone()) return c10::nullopt;
   return it->second.toTensor();
-}
-
-// Checked lengths for a backward kernel (int64, contiguous), undefined when absent.
-Tensor lengths(const OptTensor& lens, const char* fn, const char* name, int64_t B, int64_t max) {
-  return nnd::check_lengths(or_undefined(lens), fn, name, B, max);
-}
-
-// A backward kernel's tensor argument: like `ref` (sizes, dtype, CPU), made contiguous.
-Tensor like(const Tensor& t, const Tensor& ref, const char* fn, const char* name,
-            const char* ref_name) {
-  nnd::check_tensor(t, fn, name, ref.dim(), "(the forward's shape)");
-  nnd::check_like(t, ref, fn, name, ref_name);
-  return t.contiguous();
 }
 
 template <class Signature>
@@ -118,35 +96,11 @@ Tensor monotonic_alignment_cpu(const Tensor& p, const OptTensor& in_lens,
 }
 
 std::tuple<Tensor, Tensor> monotonic_alignment_backward_cpu(
-    const Tensor& grad_alpha, const Tensor& p_in, const Tensor& alpha_in,
-    const OptTensor& alpha0_in, const OptTensor& in_lens_in, const OptTensor& out_lens_in) {
+    const Tensor& grad_alpha, const Tensor& p, const Tensor& alpha, const OptTensor& alpha0,
+    const OptTensor& in_lens, const OptTensor& out_lens) {
   return translating([&] {
-    const char* fn = "mona.monotonic_alignment_backward";
-    nnd::check_tensor(p_in, fn, "p", 3, "[B, U, T]");
-    const Tensor p = p_in.contiguous();
-    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
-    const Tensor g = like(grad_alpha, p, fn, "grad_alpha", "p");
-    const Tensor alpha = like(alpha_in, p, fn, "alpha", "p");
-    Tensor alpha0;
-    if (alpha0_in.has_value() && alpha0_in->defined()) {
-      nnd::check_tensor(*alpha0_in, fn, "alpha0", 2, "[B, T]");
-      MONA_CHECK(alpha0_in->size(0) == B && alpha0_in->size(1) == T, fn,
-                 ": alpha0: expected sizes [B, T] = [", B, ", ", T, "], got ",
-                 alpha0_in->sizes());
-      alpha0 = alpha0_in->to(p.scalar_type()).contiguous();
-    }
-    const Tensor il = lengths(in_lens_in, fn, "in_lens", B, T);
-    const Tensor ol = lengths(out_lens_in, fn, "out_lens", B, U);
-    Tensor grad_p = at::empty_like(p);
-    Tensor grad_alpha0 = at::empty({B, T}, p.options());
-    const auto grid = nnd::make_grid(B, U, T, il, ol);
-    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_backward", [&] {
-      core::monotonic_alignment_backward(
-          g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
-          alpha0.defined() ? alpha0.data_ptr<scalar_t>() : nullptr, alpha.data_ptr<scalar_t>(),
-          grad_p.data_ptr<scalar_t>(), grad_alpha0.data_ptr<scalar_t>(), grid);
-    });
-    return std::make_tuple(grad_p, grad_alpha0);
+    return nn::monotonic_alignment_backward(grad_alpha, p, alpha, or_undefined(in_lens),
+                                            or_undefined(out_lens), or_undefined(alpha0));
   });
 }
 
@@ -159,25 +113,11 @@ Tensor monotonic_alignment_step_cpu(const Tensor& p, const Tensor& alpha_prev,
 }
 
 std::tuple<Tensor, Tensor> monotonic_alignment_step_backward_cpu(const Tensor& grad_alpha,
-                                                                 const Tensor& p_in,
-                                                                 const Tensor& alpha_prev_in,
-                                                                 const OptTensor& in_lens_in) {
+                                                                 const Tensor& p,
+                                                                 const Tensor& alpha_prev,
+                                                                 const OptTensor& in_lens) {
   return translating([&] {
-    const char* fn = "mona.monotonic_alignment_step_backward";
-    nnd::check_tensor(p_in, fn, "p", 2, "[B, T]");
-    const Tensor p = p_in.contiguous();
-    const int64_t B = p.size(0), T = p.size(1);
-    const Tensor g = like(grad_alpha, p, fn, "grad_alpha", "p");
-    const Tensor prev = like(alpha_prev_in, p, fn, "alpha_prev", "p");
-    const Tensor il = lengths(in_lens_in, fn, "in_lens", B, T);
-    Tensor grad_p = at::empty_like(p), grad_prev = at::empty_like(p);
-    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_step_backward", [&] {
-      core::monotonic_alignment_step_backward(
-          g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), prev.data_ptr<scalar_t>(),
-          grad_p.data_ptr<scalar_t>(), grad_prev.data_ptr<scalar_t>(), B, T,
-          nnd::ptr_or_null(il));
-    });
-    return std::make_tuple(grad_p, grad_prev);
+    return nn::monotonic_alignment_step_backward(grad_alpha, p, alpha_prev, or_undefined(in_lens));
   });
 }
 
@@ -190,28 +130,12 @@ Tensor mocha_chunkwise_cpu(const Tensor& alpha, const Tensor& u, int64_t w,
 }
 
 std::tuple<Tensor, Tensor> mocha_chunkwise_backward_cpu(const Tensor& grad_beta,
-                                                        const Tensor& alpha_in,
-                                                        const Tensor& u_in, int64_t w,
-                                                        const OptTensor& in_lens_in,
-                                                        const OptTensor& out_lens_in) {
+                                                        const Tensor& alpha, const Tensor& u,
+                                                        int64_t w, const OptTensor& in_lens,
+                                                        const OptTensor& out_lens) {
   return translating([&] {
-    const char* fn = "mona.mocha_chunkwise_backward";
-    nnd::check_tensor(alpha_in, fn, "alpha", 3, "[B, U, T]");
-    const Tensor alpha = alpha_in.contiguous();
-    const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
-    const Tensor g = like(grad_beta, alpha, fn, "grad_beta", "alpha");
-    const Tensor u = like(u_in, alpha, fn, "u", "alpha");
-    MONA_CHECK(w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
-    const Tensor il = lengths(in_lens_in, fn, "in_lens", B, T);
-    const Tensor ol = lengths(out_lens_in, fn, "out_lens", B, U);
-    Tensor grad_alpha = at::empty_like(alpha), grad_u = at::empty_like(u);
-    const auto grid = nnd::make_grid(B, U, T, il, ol);
-    AT_DISPATCH_FLOATING_TYPES(alpha.scalar_type(), "mocha_chunkwise_backward", [&] {
-      core::mocha_chunkwise_backward(g.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(),
-                                     u.data_ptr<scalar_t>(), grad_alpha.data_ptr<scalar_t>(),
-                                     grad_u.data_ptr<scalar_t>(), grid, w);
-    });
-    return std::make_tuple(grad_alpha, grad_u);
+    return nn::mocha_chunkwise_backward(grad_beta, alpha, u, w, or_undefined(in_lens),
+                                        or_undefined(out_lens));
   });
 }
 
@@ -224,29 +148,11 @@ Tensor matcha_chunkwise_cpu(const Tensor& alpha_prev, const Tensor& p, const Ten
 }
 
 std::tuple<Tensor, Tensor, Tensor> matcha_chunkwise_backward_cpu(
-    const Tensor& grad_beta, const Tensor& alpha_prev_in, const Tensor& p_in,
-    const Tensor& u_in, const Tensor& beta_in, const OptTensor& in_lens_in,
-    const OptTensor& out_lens_in) {
+    const Tensor& grad_beta, const Tensor& alpha_prev, const Tensor& p, const Tensor& u,
+    const Tensor& beta, const OptTensor& in_lens, const OptTensor& out_lens) {
   return translating([&] {
-    const char* fn = "mona.matcha_chunkwise_backward";
-    nnd::check_tensor(p_in, fn, "p", 3, "[B, U, T]");
-    const Tensor p = p_in.contiguous();
-    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
-    const Tensor g = like(grad_beta, p, fn, "grad_beta", "p");
-    const Tensor alpha_prev = like(alpha_prev_in, p, fn, "alpha_prev", "p");
-    const Tensor u = like(u_in, p, fn, "u", "p");
-    const Tensor beta = like(beta_in, p, fn, "beta", "p");
-    const Tensor il = lengths(in_lens_in, fn, "in_lens", B, T);
-    const Tensor ol = lengths(out_lens_in, fn, "out_lens", B, U);
-    Tensor ga = at::empty_like(p), gp = at::empty_like(p), gu = at::empty_like(p);
-    const auto grid = nnd::make_grid(B, U, T, il, ol);
-    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "matcha_chunkwise_backward", [&] {
-      core::matcha_chunkwise_backward(
-          g.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
-          u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), ga.data_ptr<scalar_t>(),
-          gp.data_ptr<scalar_t>(), gu.data_ptr<scalar_t>(), grid);
-    });
-    return std::make_tuple(ga, gp, gu);
+    return nn::matcha_chunkwise_backward(grad_beta, alpha_prev, p, u, beta, or_undefined(in_lens),
+                                         or_undefined(out_lens));
   });
 }
 
@@ -257,23 +163,10 @@ Tensor masked_softmax_cpu(const Tensor& e, const OptTensor& in_lens, const OptTe
   });
 }
 
-Tensor masked_softmax_backward_cpu(const Tensor& grad_w, const Tensor& w_in,
-                                   const OptTensor& in_lens_in, const OptTensor& out_lens_in) {
+Tensor masked_softmax_backward_cpu(const Tensor& grad_w, const Tensor& w,
+                                   const OptTensor& in_lens, const OptTensor& out_lens) {
   return translating([&] {
-    const char* fn = "mona.masked_softmax_backward";
-    nnd::check_tensor(w_in, fn, "w", 3, "[B, U, T]");
-    const Tensor w = w_in.contiguous();
-    const int64_t B = w.size(0), U = w.size(1), T = w.size(2);
-    const Tensor g = like(grad_w, w, fn, "grad_w", "w");
-    const Tensor il = lengths(in_lens_in, fn, "in_lens", B, T);
-    const Tensor ol = lengths(out_lens_in, fn, "out_lens", B, U);
-    Tensor ge = at::empty_like(w);
-    const auto grid = nnd::make_grid(B, U, T, il, ol);
-    AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "masked_softmax_backward", [&] {
-      core::softmax_backward(g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                             ge.data_ptr<scalar_t>(), grid);
-    });
-    return ge;
+    return nn::masked_softmax_backward(grad_w, w, or_undefined(in_lens), or_undefined(out_lens));
   });
 }
 
@@ -288,28 +181,10 @@ Tensor additive_energy_cpu(const Tensor& query, const Tensor& keys, const Tensor
 }
 
 std::tuple<Tensor, Tensor, Tensor> additive_energy_backward_cpu(
-    const Tensor& grad_e_in, const Tensor& query_in, const Tensor& keys_in, const Tensor& w_in,
+    const Tensor& grad_e, const Tensor& query, const Tensor& keys, const Tensor& w,
     std::array<bool, 3> output_mask) {
-  return translating([&] {
-    const char* fn = "mona.additive_energy_backward";
-    nnd::check_energy_args(query_in, keys_in, w_in, fn);
-    const Tensor query = query_in.contiguous(), keys = keys_in.contiguous(), w = w_in.contiguous();
-    const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
-    nnd::check_tensor(grad_e_in, fn, "grad_e", 3, "[B, U, T]");
-    nnd::check_sizes(grad_e_in, {B, U, T}, query, fn, "grad_e", "[B, U, T]", "query");
-    const Tensor g = grad_e_in.contiguous();
-    Tensor gq, gk, gw;
-    if (output_mask[0]) gq = at::empty_like(query);
-    if (output_mask[1]) gk = at::empty_like(keys);
-    if (output_mask[2]) gw = at::empty_like(w);
-    AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy_backward", [&] {
-      auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-      core::additive_energy_backward(g.data_ptr<scalar_t>(), query.data_ptr<scalar_t>(),
-                                     keys.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), ptr(gq),
-                                     ptr(gk), ptr(gw), B, U, T, d);
-    });
-    return std::make_tuple(gq, gk, gw);
-  });
+  return translating(
+      [&] { return nn::additive_energy_backward(grad_e, query, keys, w, output_mask); });
 }
 
 Tensor attention_context_cpu(const Tensor& weights, const Tensor& values) {
@@ -319,28 +194,12 @@ Tensor attention_context_cpu(const Tensor& weights, const Tensor& values) {
   });
 }
 
-std::tuple<Tensor, Tensor> attention_context_backward_cpu(const Tensor& grad_c_in,
-                                                          const Tensor& weights_in,
-                                                          const Tensor& values_in,
+std::tuple<Tensor, Tensor> attention_context_backward_cpu(const Tensor& grad_c,
+                                                          const Tensor& weights,
+                                                          const Tensor& values,
                                                           std::array<bool, 2> output_mask) {
-  return translating([&] {
-    const char* fn = "mona.attention_context_backward";
-    nnd::check_context_args(weights_in, values_in, fn);
-    const Tensor weights = weights_in.contiguous(), values = values_in.contiguous();
-    const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
-    nnd::check_tensor(grad_c_in, fn, "grad_c", 2, "[B, d]");
-    nnd::check_sizes(grad_c_in, {B, d}, values, fn, "grad_c", "[B, d]", "values");
-    const Tensor g = grad_c_in.contiguous();
-    Tensor gw, gv;
-    if (output_mask[0]) gw = at::empty_like(weights);
-    if (output_mask[1]) gv = at::empty_like(values);
-    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context_backward", [&] {
-      auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-      core::attention_context_backward(g.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(),
-                                       values.data_ptr<scalar_t>(), ptr(gw), ptr(gv), B, 1, T, d);
-    });
-    return std::make_tuple(gw, gv);
-  });
+  return translating(
+      [&] { return nn::attention_context_backward(grad_c, weights, values, output_mask); });
 }
 
 // =======================================================================================

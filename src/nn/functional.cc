@@ -37,14 +37,122 @@ void save_lengths(AutogradContext* ctx, const Lengths& lens) {
   if (lens.out.defined()) ctx->saved_data["out_lens"] = lens.out;
 }
 
+Lengths saved_lengths(AutogradContext* ctx) {
+  return {saved_or_undefined(ctx, "in_lens"), saved_or_undefined(ctx, "out_lens")};
+}
+
+template <class T>
+T* ptr_or_null(at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
 // ---------------------------------------------------------------------------------------
+// Gradient passes: the dtype dispatch and the core backward kernel of each function, over
+// arguments already checked and contiguous. The autograd nodes below call them, and so do
+// the public *_backward functions after their checks.
+
+std::tuple<at::Tensor, at::Tensor> monotonic_alignment_grads(const at::Tensor& g, const at::Tensor& p,
+                                                             const at::Tensor& alpha, at::Tensor alpha0,
+                                                             const Lengths& lens) {
+  const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+  at::Tensor grad_p = at::empty_like(p);
+  at::Tensor grad_alpha0 = at::empty({B, T}, p.options());
+  const auto grid = make_grid(B, U, T, lens.in, lens.out);
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_backward", [&] {
+    core::monotonic_alignment_backward(g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
+                                       ptr_or_null<scalar_t>(alpha0), alpha.data_ptr<scalar_t>(),
+                                       grad_p.data_ptr<scalar_t>(), grad_alpha0.data_ptr<scalar_t>(), grid);
+  });
+  return {grad_p, grad_alpha0};
+}
+
+std::tuple<at::Tensor, at::Tensor> monotonic_alignment_step_grads(const at::Tensor& g, const at::Tensor& p,
+                                                                  const at::Tensor& alpha_prev,
+                                                                  const at::Tensor& in_lens) {
+  const int64_t B = p.size(0), T = p.size(1);
+  at::Tensor grad_p = at::empty_like(p), grad_prev = at::empty_like(p);
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_step_backward", [&] {
+    core::monotonic_alignment_step_backward(g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
+                                            alpha_prev.data_ptr<scalar_t>(), grad_p.data_ptr<scalar_t>(),
+                                            grad_prev.data_ptr<scalar_t>(), B, T, detail::ptr_or_null(in_lens));
+  });
+  return {grad_p, grad_prev};
+}
+
+std::tuple<at::Tensor, at::Tensor> mocha_grads(const at::Tensor& g, const at::Tensor& alpha, const at::Tensor& u,
+                                               int64_t w, const Lengths& lens) {
+  const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
+  at::Tensor grad_alpha = at::empty_like(alpha), grad_u = at::empty_like(u);
+  const auto grid = make_grid(B, U, T, lens.in, lens.out);
+  AT_DISPATCH_FLOATING_TYPES(alpha.scalar_type(), "mocha_chunkwise_backward", [&] {
+    core::mocha_chunkwise_backward(g.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(),
+                                   grad_alpha.data_ptr<scalar_t>(), grad_u.data_ptr<scalar_t>(), grid, w);
+  });
+  return {grad_alpha, grad_u};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> matcha_grads(const at::Tensor& g, const at::Tensor& alpha_prev,
+                                                            const at::Tensor& p, const at::Tensor& u,
+                                                            const at::Tensor& beta, const Lengths& lens) {
+  const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+  at::Tensor ga = at::empty_like(p), gp = at::empty_like(p), gu = at::empty_like(p);
+  const auto grid = make_grid(B, U, T, lens.in, lens.out);
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "matcha_chunkwise_backward", [&] {
+    core::matcha_chunkwise_backward(g.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
+                                    u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), ga.data_ptr<scalar_t>(),
+                                    gp.data_ptr<scalar_t>(), gu.data_ptr<scalar_t>(), grid);
+  });
+  return {ga, gp, gu};
+}
+
+at::Tensor softmax_grads(const at::Tensor& g, const at::Tensor& w, const Lengths& lens) {
+  at::Tensor ge = at::empty_like(w);
+  const auto grid = make_grid(w.size(0), w.size(1), w.size(2), lens.in, lens.out);
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "masked_softmax_backward", [&] {
+    core::softmax_backward(g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), ge.data_ptr<scalar_t>(), grid);
+  });
+  return ge;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_grads(const at::Tensor& g, const at::Tensor& query,
+                                                                     const at::Tensor& keys, const at::Tensor& w,
+                                                                     std::array<bool, 3> mask) {
+  const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
+  at::Tensor grad_query, grad_keys, grad_w;
+  if (mask[0]) grad_query = at::empty_like(query);
+  if (mask[1]) grad_keys = at::empty_like(keys);
+  if (mask[2]) grad_w = at::empty_like(w);
+  AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy_backward", [&] {
+    core::additive_energy_backward(g.data_ptr<scalar_t>(), query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(),
+                                   w.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(grad_query),
+                                   ptr_or_null<scalar_t>(grad_keys), ptr_or_null<scalar_t>(grad_w), B, U, T, d);
+  });
+  return {grad_query, grad_keys, grad_w};
+}
+
+std::tuple<at::Tensor, at::Tensor> attention_context_grads(const at::Tensor& g, const at::Tensor& weights,
+                                                           const at::Tensor& values, std::array<bool, 2> mask) {
+  const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
+  at::Tensor grad_weights, grad_values;
+  if (mask[0]) grad_weights = at::empty_like(weights);
+  if (mask[1]) grad_values = at::empty_like(values);
+  AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context_backward", [&] {
+    core::attention_context_backward(g.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(), values.data_ptr<scalar_t>(),
+                                     ptr_or_null<scalar_t>(grad_weights), ptr_or_null<scalar_t>(grad_values), B, 1, T,
+                                     d);
+  });
+  return {grad_weights, grad_values};
+}
+
+// ---------------------------------------------------------------------------------------
+// Autograd nodes: the forward kernel, and the gradient pass above as the backward.
+
 struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor p, at::Tensor alpha0,
                             Lengths lens) {
-    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
     const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
     at::Tensor alpha = at::empty_like(p);
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    const auto grid = make_grid(B, U, T, lens.in, lens.out);
     AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment", [&] {
       core::monotonic_alignment(p.data_ptr<scalar_t>(), alpha0.data_ptr<scalar_t>(),
                                 alpha.data_ptr<scalar_t>(), grid);
@@ -55,21 +163,9 @@ struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &p = saved[0], &alpha = saved[1], &alpha0 = saved[2];
-    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
-    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
-    at::Tensor grad_p = at::empty_like(p);
-    at::Tensor grad_alpha0 = at::empty({B, T}, p.options());
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
-    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_backward", [&] {
-      core::monotonic_alignment_backward(
-          g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), alpha0.data_ptr<scalar_t>(),
-          alpha.data_ptr<scalar_t>(), grad_p.data_ptr<scalar_t>(),
-          grad_alpha0.data_ptr<scalar_t>(), grid);
-    });
+    const auto s = ctx->get_saved_variables();
+    auto [grad_p, grad_alpha0] =
+        monotonic_alignment_grads(grads[0].contiguous(), s[0], s[1], s[2], saved_lengths(ctx));
     return {grad_p, grad_alpha0, at::Tensor()};
   }
 };
@@ -77,13 +173,12 @@ struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
 struct MonotonicStepFn : torch::autograd::Function<MonotonicStepFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor p, at::Tensor alpha_prev,
                             Lengths lens) {
-    const at::Tensor& in_lens = lens.in;
     const int64_t B = p.size(0), T = p.size(1);
     at::Tensor alpha = at::empty_like(p);
     AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_step", [&] {
       core::monotonic_alignment_step(p.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(),
                                      alpha.data_ptr<scalar_t>(), B, T,
-                                     detail::ptr_or_null(in_lens));
+                                     detail::ptr_or_null(lens.in));
     });
     ctx->save_for_backward({p, alpha_prev});
     save_lengths(ctx, lens);
@@ -91,18 +186,9 @@ struct MonotonicStepFn : torch::autograd::Function<MonotonicStepFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &p = saved[0], &alpha_prev = saved[1];
-    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t B = p.size(0), T = p.size(1);
-    at::Tensor grad_p = at::empty_like(p), grad_prev = at::empty_like(p);
-    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_step_backward", [&] {
-      core::monotonic_alignment_step_backward(
-          g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(),
-          grad_p.data_ptr<scalar_t>(), grad_prev.data_ptr<scalar_t>(), B, T,
-          detail::ptr_or_null(in_lens));
-    });
+    const auto s = ctx->get_saved_variables();
+    auto [grad_p, grad_prev] =
+        monotonic_alignment_step_grads(grads[0].contiguous(), s[0], s[1], saved_lengths(ctx).in);
     return {grad_p, grad_prev, at::Tensor()};
   }
 };
@@ -110,10 +196,9 @@ struct MonotonicStepFn : torch::autograd::Function<MonotonicStepFn> {
 struct MochaFn : torch::autograd::Function<MochaFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor alpha, at::Tensor u, int64_t w,
                             Lengths lens) {
-    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
     const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
     at::Tensor beta = at::empty_like(alpha);
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    const auto grid = make_grid(B, U, T, lens.in, lens.out);
     AT_DISPATCH_FLOATING_TYPES(alpha.scalar_type(), "mocha_chunkwise", [&] {
       core::mocha_chunkwise(alpha.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(),
                             beta.data_ptr<scalar_t>(), grid, w);
@@ -125,20 +210,9 @@ struct MochaFn : torch::autograd::Function<MochaFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &alpha = saved[0], &u = saved[1];
-    const int64_t w = ctx->saved_data["w"].toInt();
-    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
-    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t B = alpha.size(0), U = alpha.size(1), T = alpha.size(2);
-    at::Tensor grad_alpha = at::empty_like(alpha), grad_u = at::empty_like(u);
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
-    AT_DISPATCH_FLOATING_TYPES(alpha.scalar_type(), "mocha_chunkwise_backward", [&] {
-      core::mocha_chunkwise_backward(g.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(),
-                                     u.data_ptr<scalar_t>(), grad_alpha.data_ptr<scalar_t>(),
-                                     grad_u.data_ptr<scalar_t>(), grid, w);
-    });
+    const auto s = ctx->get_saved_variables();
+    auto [grad_alpha, grad_u] = mocha_grads(grads[0].contiguous(), s[0], s[1],
+                                            ctx->saved_data["w"].toInt(), saved_lengths(ctx));
     return {grad_alpha, grad_u, at::Tensor(), at::Tensor()};
   }
 };
@@ -146,10 +220,9 @@ struct MochaFn : torch::autograd::Function<MochaFn> {
 struct MatchaFn : torch::autograd::Function<MatchaFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor alpha_prev, at::Tensor p,
                             at::Tensor u, Lengths lens) {
-    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
     const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
     at::Tensor beta = at::empty_like(p);
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    const auto grid = make_grid(B, U, T, lens.in, lens.out);
     AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "matcha_chunkwise", [&] {
       core::matcha_chunkwise(alpha_prev.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
                              u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), grid);
@@ -160,30 +233,17 @@ struct MatchaFn : torch::autograd::Function<MatchaFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &alpha_prev = saved[0], &p = saved[1], &u = saved[2], &beta = saved[3];
-    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
-    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
-    at::Tensor ga = at::empty_like(p), gp = at::empty_like(p), gu = at::empty_like(p);
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
-    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "matcha_chunkwise_backward", [&] {
-      core::matcha_chunkwise_backward(
-          g.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
-          u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), ga.data_ptr<scalar_t>(),
-          gp.data_ptr<scalar_t>(), gu.data_ptr<scalar_t>(), grid);
-    });
+    const auto s = ctx->get_saved_variables();
+    auto [ga, gp, gu] = matcha_grads(grads[0].contiguous(), s[0], s[1], s[2], s[3], saved_lengths(ctx));
     return {ga, gp, gu, at::Tensor()};
   }
 };
 
 struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor e, Lengths lens) {
-    const at::Tensor &in_lens = lens.in, &out_lens = lens.out;
     const int64_t B = e.size(0), U = e.size(1), T = e.size(2);
     at::Tensor w = at::empty_like(e);
-    const auto grid = make_grid(B, U, T, in_lens, out_lens);
+    const auto grid = make_grid(B, U, T, lens.in, lens.out);
     AT_DISPATCH_FLOATING_TYPES(e.scalar_type(), "masked_softmax", [&] {
       core::softmax(e.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), grid);
     });
@@ -193,17 +253,8 @@ struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor w = ctx->get_saved_variables()[0];
-    const at::Tensor in_lens = saved_or_undefined(ctx, "in_lens");
-    const at::Tensor out_lens = saved_or_undefined(ctx, "out_lens");
-    const at::Tensor g = grads[0].contiguous();
-    at::Tensor ge = at::empty_like(w);
-    const auto grid = make_grid(w.size(0), w.size(1), w.size(2), in_lens, out_lens);
-    AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "masked_softmax_backward", [&] {
-      core::softmax_backward(g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                             ge.data_ptr<scalar_t>(), grid);
-    });
-    return {ge, at::Tensor()};
+    return {softmax_grads(grads[0].contiguous(), ctx->get_saved_variables()[0], saved_lengths(ctx)),
+            at::Tensor()};
   }
 };
 
@@ -220,25 +271,14 @@ struct AdditiveEnergyFn : torch::autograd::Function<AdditiveEnergyFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &query = saved[0], &keys = saved[1], &w = saved[2];
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
-    at::Tensor grad_query, grad_keys, grad_w;
-    if (ctx->needs_input_grad(0)) grad_query = at::empty_like(query);
-    if (ctx->needs_input_grad(1)) grad_keys = at::empty_like(keys);
-    if (ctx->needs_input_grad(2)) grad_w = at::empty_like(w);
-    AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy_backward", [&] {
-      auto ptr = [](at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-      core::additive_energy_backward(g.data_ptr<scalar_t>(), query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(),
-                                     w.data_ptr<scalar_t>(), ptr(grad_query), ptr(grad_keys), ptr(grad_w), B, U, T,
-                                     d);
-    });
-    return {grad_query, grad_keys, grad_w};
+    const auto s = ctx->get_saved_variables();
+    auto [gq, gk, gw] =
+        additive_energy_grads(grads[0].contiguous(), s[0], s[1], s[2],
+                              {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    return {gq, gk, gw};
   }
 };
 
-// ---------------------------------------------------------------------------------------
 struct AttentionContextFn : torch::autograd::Function<AttentionContextFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor weights, at::Tensor values) {
     const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
@@ -252,21 +292,20 @@ struct AttentionContextFn : torch::autograd::Function<AttentionContextFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &weights = saved[0], &values = saved[1];
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t B = values.size(0), T = values.size(1), d = values.size(2);
-    at::Tensor grad_weights, grad_values;
-    if (ctx->needs_input_grad(0)) grad_weights = at::empty_like(weights);
-    if (ctx->needs_input_grad(1)) grad_values = at::empty_like(values);
-    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context_backward", [&] {
-      auto ptr = [](at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-      core::attention_context_backward(g.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(),
-                                       values.data_ptr<scalar_t>(), ptr(grad_weights), ptr(grad_values), B, 1, T, d);
-    });
-    return {grad_weights, grad_values};
+    const auto s = ctx->get_saved_variables();
+    auto [gw, gv] = attention_context_grads(grads[0].contiguous(), s[0], s[1],
+                                            {ctx->needs_input_grad(0), ctx->needs_input_grad(1)});
+    return {gw, gv};
   }
 };
+
+// A backward pass's tensor argument: defined, on the CPU, floating, with the sizes and dtype
+// of `ref` (an input or output of the forward).
+void check_same(const at::Tensor& t, const at::Tensor& ref, const char* fn, const char* name,
+                const char* ref_name, const char* dims) {
+  detail::check_tensor(t, fn, name, ref.dim(), dims);
+  detail::check_like(t, ref, fn, name, ref_name);
+}
 
 }  // namespace
 
@@ -345,6 +384,101 @@ at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens,
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", e.size(0), e.size(2));
   const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", e.size(0), e.size(1));
   return SoftmaxFn::apply(e.contiguous(), Lengths{il, ol});
+}
+
+// ---------------------------------------------------------------------------------------
+// Backward passes (checked)
+
+std::tuple<at::Tensor, at::Tensor> monotonic_alignment_backward(const at::Tensor& grad_alpha, const at::Tensor& p,
+                                                                const at::Tensor& alpha, const at::Tensor& in_lens,
+                                                                const at::Tensor& out_lens, const at::Tensor& alpha0) {
+  const char* fn = "mona::nn::monotonic_alignment_backward";
+  detail::check_tensor(p, fn, "p", 3, "[B, U, T]");
+  check_same(grad_alpha, p, fn, "grad_alpha", "p", "[B, U, T]");
+  check_same(alpha, p, fn, "alpha", "p", "[B, U, T]");
+  const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
+  at::Tensor a0;
+  if (alpha0.defined()) {
+    detail::check_tensor(alpha0, fn, "alpha0", 2, "[B, T]");
+    detail::check_sizes(alpha0, {B, T}, p, fn, "alpha0", "[B, T]", "p");
+    a0 = alpha0.contiguous();
+  }
+  const Lengths lens{detail::check_lengths(in_lens, fn, "in_lens", B, T),
+                     detail::check_lengths(out_lens, fn, "out_lens", B, U)};
+  return monotonic_alignment_grads(grad_alpha.contiguous(), p.contiguous(), alpha.contiguous(), a0, lens);
+}
+
+std::tuple<at::Tensor, at::Tensor> monotonic_alignment_step_backward(const at::Tensor& grad_alpha,
+                                                                     const at::Tensor& p,
+                                                                     const at::Tensor& alpha_prev,
+                                                                     const at::Tensor& in_lens) {
+  const char* fn = "mona::nn::monotonic_alignment_step_backward";
+  detail::check_tensor(p, fn, "p", 2, "[B, T]");
+  check_same(grad_alpha, p, fn, "grad_alpha", "p", "[B, T]");
+  check_same(alpha_prev, p, fn, "alpha_prev", "p", "[B, T]");
+  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", p.size(0), p.size(1));
+  return monotonic_alignment_step_grads(grad_alpha.contiguous(), p.contiguous(), alpha_prev.contiguous(), il);
+}
+
+std::tuple<at::Tensor, at::Tensor> mocha_chunkwise_backward(const at::Tensor& grad_beta, const at::Tensor& alpha,
+                                                            const at::Tensor& u, int64_t w,
+                                                            const at::Tensor& in_lens, const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::mocha_chunkwise_backward";
+  detail::check_tensor(alpha, fn, "alpha", 3, "[B, U, T]");
+  check_same(grad_beta, alpha, fn, "grad_beta", "alpha", "[B, U, T]");
+  check_same(u, alpha, fn, "u", "alpha", "[B, U, T]");
+  MONA_CHECK(w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
+  const Lengths lens{detail::check_lengths(in_lens, fn, "in_lens", alpha.size(0), alpha.size(2)),
+                     detail::check_lengths(out_lens, fn, "out_lens", alpha.size(0), alpha.size(1))};
+  return mocha_grads(grad_beta.contiguous(), alpha.contiguous(), u.contiguous(), w, lens);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> matcha_chunkwise_backward(
+    const at::Tensor& grad_beta, const at::Tensor& alpha_prev, const at::Tensor& p, const at::Tensor& u,
+    const at::Tensor& beta, const at::Tensor& in_lens, const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::matcha_chunkwise_backward";
+  detail::check_tensor(p, fn, "p", 3, "[B, U, T]");
+  check_same(grad_beta, p, fn, "grad_beta", "p", "[B, U, T]");
+  check_same(alpha_prev, p, fn, "alpha_prev", "p", "[B, U, T]");
+  check_same(u, p, fn, "u", "p", "[B, U, T]");
+  check_same(beta, p, fn, "beta", "p", "[B, U, T]");
+  const Lengths lens{detail::check_lengths(in_lens, fn, "in_lens", p.size(0), p.size(2)),
+                     detail::check_lengths(out_lens, fn, "out_lens", p.size(0), p.size(1))};
+  return matcha_grads(grad_beta.contiguous(), alpha_prev.contiguous(), p.contiguous(), u.contiguous(),
+                      beta.contiguous(), lens);
+}
+
+at::Tensor masked_softmax_backward(const at::Tensor& grad_w, const at::Tensor& w, const at::Tensor& in_lens,
+                                   const at::Tensor& out_lens) {
+  const char* fn = "mona::nn::masked_softmax_backward";
+  detail::check_tensor(w, fn, "w", 3, "[B, U, T]");
+  check_same(grad_w, w, fn, "grad_w", "w", "[B, U, T]");
+  const Lengths lens{detail::check_lengths(in_lens, fn, "in_lens", w.size(0), w.size(2)),
+                     detail::check_lengths(out_lens, fn, "out_lens", w.size(0), w.size(1))};
+  return softmax_grads(grad_w.contiguous(), w.contiguous(), lens);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_backward(const at::Tensor& grad_e,
+                                                                        const at::Tensor& query,
+                                                                        const at::Tensor& keys, const at::Tensor& w,
+                                                                        std::array<bool, 3> output_mask) {
+  const char* fn = "mona::nn::additive_energy_backward";
+  detail::check_energy_args(query, keys, w, fn);
+  detail::check_tensor(grad_e, fn, "grad_e", 3, "[B, U, T]");
+  detail::check_sizes(grad_e, {query.size(0), query.size(1), keys.size(1)}, query, fn, "grad_e", "[B, U, T]",
+                      "query");
+  return additive_energy_grads(grad_e.contiguous(), query.contiguous(), keys.contiguous(), w.contiguous(),
+                               output_mask);
+}
+
+std::tuple<at::Tensor, at::Tensor> attention_context_backward(const at::Tensor& grad_c, const at::Tensor& weights,
+                                                              const at::Tensor& values,
+                                                              std::array<bool, 2> output_mask) {
+  const char* fn = "mona::nn::attention_context_backward";
+  detail::check_context_args(weights, values, fn);
+  detail::check_tensor(grad_c, fn, "grad_c", 2, "[B, d]");
+  detail::check_sizes(grad_c, {values.size(0), values.size(2)}, values, fn, "grad_c", "[B, d]", "values");
+  return attention_context_grads(grad_c.contiguous(), weights.contiguous(), values.contiguous(), output_mask);
 }
 
 }  // namespace mona::nn

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -82,6 +83,124 @@ TEST(Functional, GradientsMatchFiniteDifferences) {
   loss2().backward();
   expect_grad_close(p2.grad(), numeric_grad([&] { return loss2().item<double>(); }, p2.detach()),
                     1e-7, "step p");
+}
+
+// The backward passes as functions of their own (nn::*_backward, what torch.ops.mona's
+// backward operators run): given an output gradient G, the gradients of sum(f(x) * G) by
+// central differences, to the same 1e-7 as the test above; strided arguments, lengths, the
+// default alpha0, and output masks that leave the gradients not asked for undefined.
+TEST(Functional, BackwardPassesMatchFiniteDifferences) {
+  torch::manual_seed(2);
+  const int64_t B = 2, U = 3, T = 5, d = 4;
+  const auto lens = torch::tensor({5, 3}, torch::kLong), olens = torch::tensor({3, 2}, torch::kLong);
+  const auto p = torch::sigmoid(torch::randn({B, T, U}, torch::kDouble)).transpose(1, 2);  // strided
+  const auto u = torch::randn({B, U, T}, torch::kDouble);
+  const auto a0 = torch::softmax(torch::randn({B, T}, torch::kDouble), 1);
+  const auto G = torch::randn({B, U, T}, torch::kDouble);
+  auto fd = [&](const std::function<torch::Tensor()>& f, const torch::Tensor& x, const torch::Tensor& g) {
+    return numeric_grad([&] { return (f() * g).sum().item<double>(); }, x);
+  };
+  torch::NoGradGuard no_grad;
+  {
+    torch::Tensor pc = p.contiguous(), a0c = a0.clone();
+    const auto alpha = nn::monotonic_alignment(pc, lens, olens, a0c);
+    auto [gp, ga0] = nn::monotonic_alignment_backward(G, p, alpha, lens, olens, a0);
+    auto f = [&] { return nn::monotonic_alignment(pc, lens, olens, a0c); };
+    expect_grad_close(gp, fd(f, pc, G), 1e-7, "monotonic grad_p");
+    expect_grad_close(ga0, fd(f, a0c, G), 1e-7, "monotonic grad_alpha0");
+    // alpha0 left out: the default (all mass on entry 0; the kernel's own path), whose
+    // gradient is still returned: that of the one-hot alpha0 given explicitly (alpha0 on the
+    // boundary of its domain, so no central differences there; the gradient is linear in
+    // alpha0, checked above inside the domain).
+    torch::Tensor one_hot = torch::zeros({B, T}, torch::kDouble);
+    one_hot.select(1, 0).fill_(1.0);
+    auto [gp_d, ga0_d] = nn::monotonic_alignment_backward(G, p, nn::monotonic_alignment(pc, lens, olens), lens, olens);
+    expect_grad_close(gp_d, fd([&] { return nn::monotonic_alignment(pc, lens, olens); }, pc, G), 1e-7,
+                      "monotonic grad_p, default alpha0");
+    auto [gp_1, ga0_1] = nn::monotonic_alignment_backward(G, p, nn::monotonic_alignment(pc, lens, olens, one_hot),
+                                                          lens, olens, one_hot);
+    expect_grad_close(ga0_d, ga0_1, 1e-14, "monotonic grad_alpha0, default alpha0");
+  }
+  {
+    torch::Tensor p1 = p.select(1, 0).contiguous(), prev = a0.clone();
+    const auto G1 = G.select(1, 0);
+    auto [gp, gprev] = nn::monotonic_alignment_step_backward(G1, p1, prev, lens);
+    auto f = [&] { return nn::monotonic_alignment_step(p1, prev, lens); };
+    expect_grad_close(gp, fd(f, p1, G1), 1e-7, "step grad_p");
+    expect_grad_close(gprev, fd(f, prev, G1), 1e-7, "step grad_alpha_prev");
+  }
+  {
+    torch::Tensor alpha = nn::monotonic_alignment(p, lens, olens), uc = u.clone();
+    auto [ga, gu] = nn::mocha_chunkwise_backward(G, alpha, u, 3, lens, olens);
+    auto f = [&] { return nn::mocha_chunkwise(alpha, uc, 3, lens, olens); };
+    expect_grad_close(ga, fd(f, alpha, G), 1e-7, "mocha grad_alpha");
+    expect_grad_close(gu, fd(f, uc, G), 1e-7, "mocha grad_u");
+  }
+  {
+    torch::Tensor prev = nn::monotonic_alignment(p, lens, olens), pc = p.contiguous(), uc = u.clone();
+    const auto beta = nn::matcha_chunkwise(prev, pc, uc, lens, olens);
+    auto [ga, gp, gu] = nn::matcha_chunkwise_backward(G, prev, p, u, beta, lens, olens);
+    auto f = [&] { return nn::matcha_chunkwise(prev, pc, uc, lens, olens); };
+    expect_grad_close(ga, fd(f, prev, G), 1e-7, "matcha grad_alpha_prev");
+    expect_grad_close(gp, fd(f, pc, G), 1e-7, "matcha grad_p");
+    expect_grad_close(gu, fd(f, uc, G), 1e-7, "matcha grad_u");
+  }
+  {
+    torch::Tensor uc = u.clone();
+    const auto ge = nn::masked_softmax_backward(G, nn::masked_softmax(uc, lens, olens), lens, olens);
+    expect_grad_close(ge, fd([&] { return nn::masked_softmax(uc, lens, olens); }, uc, G), 1e-7, "softmax grad_e");
+  }
+  {
+    torch::Tensor q = torch::randn({B, U, d}, torch::kDouble), keys = torch::randn({B, T, d}, torch::kDouble),
+                  w = torch::randn({d}, torch::kDouble);
+    auto f = [&] { return nn::additive_energy(q, keys, w); };
+    auto [gq, gk, gw] = nn::additive_energy_backward(G, q, keys, w);
+    expect_grad_close(gq, fd(f, q, G), 1e-7, "energy grad_query");
+    expect_grad_close(gk, fd(f, keys, G), 1e-7, "energy grad_keys");
+    expect_grad_close(gw, fd(f, w, G), 1e-7, "energy grad_w");
+    auto [gq_m, gk_m, gw_m] = nn::additive_energy_backward(G, q, keys, w, {false, true, false});
+    EXPECT_FALSE(gq_m.defined());
+    EXPECT_FALSE(gw_m.defined());
+    EXPECT_TRUE(torch::equal(gk_m, gk)) << "the same pass, one output fewer";
+  }
+  {
+    torch::Tensor weights = torch::rand({B, T}, torch::kDouble), values = torch::randn({B, T, d}, torch::kDouble);
+    const auto Gc = torch::randn({B, d}, torch::kDouble);
+    auto f = [&] { return nn::attention_context(weights, values); };
+    auto [gw, gv] = nn::attention_context_backward(Gc, weights, values);
+    expect_grad_close(gw, fd(f, weights, Gc), 1e-7, "context grad_weights");
+    expect_grad_close(gv, fd(f, values, Gc), 1e-7, "context grad_values");
+    auto [gw_m, gv_m] = nn::attention_context_backward(Gc, weights, values, {true, false});
+    EXPECT_FALSE(gv_m.defined());
+    EXPECT_TRUE(torch::equal(gw_m, gw));
+  }
+}
+
+TEST(Functional, BackwardPassesCheckTheirArguments) {
+  const auto p = torch::rand({2, 3, 4});
+  expect_error([&] { nn::monotonic_alignment_backward(torch::rand({2, 3, 5}), p, p); },
+               "mona::nn::monotonic_alignment_backward: grad_alpha: expected sizes [2, 3, 4] (those of p), got "
+               "[2, 3, 5]");
+  expect_error([&] { nn::monotonic_alignment_backward(p, p, p, {}, {}, torch::rand({2, 5})); },
+               "alpha0: expected sizes [B, T] = [2, 4], got [2, 5]");
+  expect_error([&] { nn::monotonic_alignment_step_backward(torch::rand({2, 4}), torch::rand({2, 4}), p); },
+               "mona::nn::monotonic_alignment_step_backward: alpha_prev: expected 2 dims [B, T], got [2, 3, 4]");
+  expect_error([&] { nn::mocha_chunkwise_backward(p, p, p, 0); }, "w: chunk size must be >= 1, got 0");
+  expect_error([&] { nn::mocha_chunkwise_backward(p, p, p, 2, torch::tensor({4, 5}, torch::kLong)); },
+               "mona::nn::mocha_chunkwise_backward: in_lens[1] must lie in [0, 4], got 5");
+  expect_error([&] { nn::matcha_chunkwise_backward(p, p, p, p, p.to(torch::kDouble)); },
+               "mona::nn::matcha_chunkwise_backward: beta: expected dtype Float (that of p), got Double");
+  expect_error([&] { nn::masked_softmax_backward(p, p, {}, torch::tensor({4, 0}, torch::kLong)); },
+               "mona::nn::masked_softmax_backward: out_lens[0] must lie in [0, 3], got 4");
+  expect_error([&] {
+    nn::additive_energy_backward(torch::rand({2, 5, 3}), torch::rand({2, 3, 4}), torch::rand({2, 5, 4}),
+                                 torch::rand({4}));
+  },
+               "mona::nn::additive_energy_backward: grad_e: expected sizes [B, U, T] = [2, 3, 5], got [2, 5, 3]");
+  expect_error([&] {
+    nn::attention_context_backward(torch::rand({2, 4}, torch::kDouble), torch::rand({2, 5}), torch::rand({2, 5, 4}));
+  },
+               "mona::nn::attention_context_backward: grad_c: expected dtype Float (that of values), got Double");
 }
 
 // The fused additive energy against the same formula in ATen's operators (ATen's tanh,

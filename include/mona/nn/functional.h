@@ -15,7 +15,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
+#include <tuple>
 
 namespace mona::nn {
 
@@ -62,5 +64,64 @@ at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values
 /// 000 eqs. 4-6); padded rows and entries are 0. Differentiable in e.
 at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens = {},
                           const at::Tensor& out_lens = {});
+
+// ---------------------------------------------------------------------------------------
+// Backward passes
+//
+// The analytic backward of each function above as a function of its own: the gradient of
+// the output in, the tensors the forward keeps, the gradients of the inputs out. The
+// autograd nodes of the functions above call them; so do callers that record their own
+// graph, such as the PyTorch operators of python/src/ops.cc (torch.ops.mona.*_backward).
+// Each checks its arguments as the forward does: ranks and sizes (those of the forward's
+// input or output), dtypes, lengths, and throws mona::ArgumentError naming the argument;
+// tensors need not be contiguous. The gradients are new contiguous tensors; entries past a
+// length get zero.
+
+/// Gradients of monotonic_alignment: grad_alpha [B, U, T], p [B, U, T] and the forward's
+/// output alpha [B, U, T] -> (grad_p [B, U, T], grad_alpha0 [B, T]); alpha0 and the
+/// lengths as given to the forward (alpha0 undefined: the default, whose gradient is still
+/// returned). 002 eqs. 13-14 differentiated (mona/core/monotonic.h).
+std::tuple<at::Tensor, at::Tensor> monotonic_alignment_backward(
+    const at::Tensor& grad_alpha, const at::Tensor& p, const at::Tensor& alpha,
+    const at::Tensor& in_lens = {}, const at::Tensor& out_lens = {},
+    const at::Tensor& alpha0 = {});
+
+/// Gradients of monotonic_alignment_step: grad_alpha [B, T], p [B, T], alpha_prev [B, T]
+/// -> (grad_p [B, T], grad_alpha_prev [B, T]).
+std::tuple<at::Tensor, at::Tensor> monotonic_alignment_step_backward(
+    const at::Tensor& grad_alpha, const at::Tensor& p, const at::Tensor& alpha_prev,
+    const at::Tensor& in_lens = {});
+
+/// Gradients of mocha_chunkwise: grad_beta, alpha, u [B, U, T], chunk size w >= 1 ->
+/// (grad_alpha, grad_u), both [B, U, T].
+std::tuple<at::Tensor, at::Tensor> mocha_chunkwise_backward(
+    const at::Tensor& grad_beta, const at::Tensor& alpha, const at::Tensor& u, int64_t w,
+    const at::Tensor& in_lens = {}, const at::Tensor& out_lens = {});
+
+/// Gradients of matcha_chunkwise: grad_beta, alpha_prev, p, u and the forward's output beta,
+/// all [B, U, T] -> (grad_alpha_prev, grad_p, grad_u), all [B, U, T].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> matcha_chunkwise_backward(
+    const at::Tensor& grad_beta, const at::Tensor& alpha_prev, const at::Tensor& p,
+    const at::Tensor& u, const at::Tensor& beta, const at::Tensor& in_lens = {},
+    const at::Tensor& out_lens = {});
+
+/// Gradient of masked_softmax: grad_w and the forward's output w [B, U, T] -> grad_e
+/// [B, U, T].
+at::Tensor masked_softmax_backward(const at::Tensor& grad_w, const at::Tensor& w,
+                                   const at::Tensor& in_lens = {},
+                                   const at::Tensor& out_lens = {});
+
+/// Gradients of additive_energy: grad_e [B, U, T], query [B, U, d], keys [B, T, d], w [d]
+/// -> (grad_query, grad_keys, grad_w). output_mask says which are wanted; the others are
+/// neither computed nor allocated (undefined).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_backward(
+    const at::Tensor& grad_e, const at::Tensor& query, const at::Tensor& keys,
+    const at::Tensor& w, std::array<bool, 3> output_mask = {true, true, true});
+
+/// Gradients of attention_context: grad_c [B, d], weights [B, T], values [B, T, d] ->
+/// (grad_weights, grad_values); output_mask as for additive_energy_backward.
+std::tuple<at::Tensor, at::Tensor> attention_context_backward(
+    const at::Tensor& grad_c, const at::Tensor& weights, const at::Tensor& values,
+    std::array<bool, 2> output_mask = {true, true});
 
 }  // namespace mona::nn
