@@ -74,8 +74,9 @@ at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens = {},
 // graph, such as the PyTorch operators of python/src/ops.cc (torch.ops.mona.*_backward).
 // Each checks its arguments as the forward does: ranks and sizes (those of the forward's
 // input or output), dtypes, lengths, and throws mona::ArgumentError naming the argument;
-// tensors need not be contiguous. The gradients are new contiguous tensors; entries past a
-// length get zero.
+// tensors need not be contiguous. Value errors found by a core kernel (p outside [0, 1], a
+// non-finite gradient) arrive as mona::Error, as in the forward. The gradients are new
+// contiguous tensors; entries past a length get zero.
 
 /// Gradients of monotonic_alignment: grad_alpha [B, U, T], p [B, U, T] and the forward's
 /// output alpha [B, U, T] -> (grad_p [B, U, T], grad_alpha0 [B, T]); alpha0 and the
@@ -87,39 +88,42 @@ std::tuple<at::Tensor, at::Tensor> monotonic_alignment_backward(
     const at::Tensor& alpha0 = {});
 
 /// Gradients of monotonic_alignment_step: grad_alpha [B, T], p [B, T], alpha_prev [B, T]
-/// -> (grad_p [B, T], grad_alpha_prev [B, T]).
+/// -> (grad_p [B, T], grad_alpha_prev [B, T]). 002 eq. 13 differentiated.
 std::tuple<at::Tensor, at::Tensor> monotonic_alignment_step_backward(
     const at::Tensor& grad_alpha, const at::Tensor& p, const at::Tensor& alpha_prev,
     const at::Tensor& in_lens = {});
 
 /// Gradients of mocha_chunkwise: grad_beta, alpha, u [B, U, T], chunk size w >= 1 ->
-/// (grad_alpha, grad_u), both [B, U, T].
+/// (grad_alpha, grad_u), both [B, U, T]. 000 eq. 17 / 25 differentiated.
 std::tuple<at::Tensor, at::Tensor> mocha_chunkwise_backward(
     const at::Tensor& grad_beta, const at::Tensor& alpha, const at::Tensor& u, int64_t w,
     const at::Tensor& in_lens = {}, const at::Tensor& out_lens = {});
 
 /// Gradients of matcha_chunkwise: grad_beta, alpha_prev, p, u and the forward's output beta,
-/// all [B, U, T] -> (grad_alpha_prev, grad_p, grad_u), all [B, U, T].
+/// all [B, U, T] -> (grad_alpha_prev, grad_p, grad_u), all [B, U, T]. 000 eq. 28
+/// differentiated.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> matcha_chunkwise_backward(
     const at::Tensor& grad_beta, const at::Tensor& alpha_prev, const at::Tensor& p,
     const at::Tensor& u, const at::Tensor& beta, const at::Tensor& in_lens = {},
     const at::Tensor& out_lens = {});
 
 /// Gradient of masked_softmax: grad_w and the forward's output w [B, U, T] -> grad_e
-/// [B, U, T].
+/// [B, U, T] (000 eqs. 4-6 differentiated).
 at::Tensor masked_softmax_backward(const at::Tensor& grad_w, const at::Tensor& w,
                                    const at::Tensor& in_lens = {},
                                    const at::Tensor& out_lens = {});
 
 /// Gradients of additive_energy: grad_e [B, U, T], query [B, U, d], keys [B, T, d], w [d]
-/// -> (grad_query, grad_keys, grad_w). output_mask says which are wanted; the others are
-/// neither computed nor allocated (undefined).
+/// -> (grad_query [B, U, d], grad_keys [B, T, d], grad_w [d]); 002 eqs. 15-16
+/// differentiated. output_mask says which are wanted; the others are neither computed nor
+/// allocated (undefined).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_backward(
     const at::Tensor& grad_e, const at::Tensor& query, const at::Tensor& keys,
     const at::Tensor& w, std::array<bool, 3> output_mask = {true, true, true});
 
 /// Gradients of attention_context: grad_c [B, d], weights [B, T], values [B, T, d] ->
-/// (grad_weights, grad_values); output_mask as for additive_energy_backward.
+/// (grad_weights [B, T], grad_values [B, T, d]); 002 eq. 3 differentiated. output_mask as
+/// for additive_energy_backward.
 std::tuple<at::Tensor, at::Tensor> attention_context_backward(
     const at::Tensor& grad_c, const at::Tensor& weights, const at::Tensor& values,
     std::array<bool, 2> output_mask = {true, true});
