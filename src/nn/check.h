@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mona/core/error.h"
 #include "mona/core/grid.h"
@@ -73,6 +74,28 @@ inline void check_context_args(const at::Tensor& weights, const at::Tensor& valu
              weights.size(1), "] (those of weights), got ", values.sizes());
   MONA_CHECK(values.scalar_type() == weights.scalar_type(), fn, ": values: expected dtype ",
              weights.scalar_type(), " (that of weights), got ", values.scalar_type());
+}
+
+/// mona's backward passes are first order: they compute the gradients with the core kernels
+/// and record no graph. Differentiating through one (create_graph=True, which keeps grad
+/// mode on while the backward pass runs) where a saved tensor or an incoming gradient
+/// requires grad would return gradients silently missing the second-order terms, so it is
+/// refused with c10::NotImplementedError (Python: NotImplementedError), as the backward
+/// operators of torch.ops.mona are. `fn` names the function whose node it is.
+inline void check_first_order(const char* fn, const std::vector<at::Tensor>& saved,
+                              const std::vector<at::Tensor>& grads) {
+  if (!at::GradMode::is_enabled()) return;
+  auto any_requires_grad = [](const std::vector<at::Tensor>& ts) {
+    for (const at::Tensor& t : ts) {
+      if (t.defined() && t.requires_grad()) return true;
+    }
+    return false;
+  };
+  if (any_requires_grad(saved) || any_requires_grad(grads)) {
+    C10_THROW_ERROR(NotImplementedError,
+                    std::string(fn) + ": mona's backward passes are first order: double backward "
+                    "(create_graph=True through this function) is not implemented");
+  }
 }
 
 /// Optional lengths [B] with values in [0, max]; returns a contiguous int64 CPU tensor

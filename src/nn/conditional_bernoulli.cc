@@ -84,7 +84,9 @@ struct PoissonBinomialFn : torch::autograd::Function<PoissonBinomialFn> {
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor logits = ctx->get_saved_variables()[0];
+    const auto saved = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::poisson_binomial_log_prob", saved, grads);
+    const at::Tensor& logits = saved[0];
     const CbArgs a = load_args(ctx);
     const at::Tensor g = grads[0].contiguous();
     at::Tensor gx = at::empty_like(logits);
@@ -113,6 +115,7 @@ struct CbLogProbFn : torch::autograd::Function<CbLogProbFn> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::cb_log_prob", saved, grads);
     const at::Tensor &logits = saved[0], &table = saved[1];
     const CbArgs a = load_args(ctx);
     const auto g = cb_grid(logits, a);
@@ -137,6 +140,7 @@ struct CbTableFn : torch::autograd::Function<CbTableFn> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::cb_log_table", saved, grads);
     const at::Tensor &logits = saved[0], &table = saved[1];
     const CbArgs a = load_args(ctx);
     const auto g = cb_grid(logits, a);
@@ -153,6 +157,12 @@ struct CbTableFn : torch::autograd::Function<CbTableFn> {
 };
 
 enum class StepKind { kIdb, kBb, kDb };
+
+// The public function whose node a StepFn<kKind> is (for its messages).
+template <StepKind kKind>
+constexpr const char* kStepFnName = kKind == StepKind::kIdb  ? "mona::nn::cb_idb_step_log_probs"
+                                    : kKind == StepKind::kBb ? "mona::nn::cb_bb_step_log_probs"
+                                                             : "mona::nn::cb_db_step_log_probs";
 
 template <StepKind kKind>
 struct StepFn : torch::autograd::Function<StepFn<kKind>> {
@@ -184,6 +194,7 @@ struct StepFn : torch::autograd::Function<StepFn<kKind>> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
+    detail::check_first_order(kStepFnName<kKind>, saved, grads);
     const at::Tensor& logits = saved[0];
     const CbArgs a = load_args(ctx);
     const auto g = cb_grid(logits, a);
@@ -224,6 +235,7 @@ struct MarginalFn : torch::autograd::Function<MarginalFn> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::cb_marginal_log_likelihood", saved, grads);
     const at::Tensor &logits = saved[0], &log_emit = saved[1];
     const CbArgs a = load_args(ctx);
     const auto g = detail::make_grid(logits.size(0), log_emit.size(1), logits.size(1),

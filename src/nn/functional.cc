@@ -164,6 +164,7 @@ struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::monotonic_alignment", s, grads);
     auto [grad_p, grad_alpha0] =
         monotonic_alignment_grads(grads[0].contiguous(), s[0], s[1], s[2], saved_lengths(ctx));
     return {grad_p, grad_alpha0, at::Tensor()};
@@ -187,6 +188,7 @@ struct MonotonicStepFn : torch::autograd::Function<MonotonicStepFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::monotonic_alignment_step", s, grads);
     auto [grad_p, grad_prev] =
         monotonic_alignment_step_grads(grads[0].contiguous(), s[0], s[1], saved_lengths(ctx).in);
     return {grad_p, grad_prev, at::Tensor()};
@@ -211,6 +213,7 @@ struct MochaFn : torch::autograd::Function<MochaFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::mocha_chunkwise", s, grads);
     auto [grad_alpha, grad_u] = mocha_grads(grads[0].contiguous(), s[0], s[1],
                                             ctx->saved_data["w"].toInt(), saved_lengths(ctx));
     return {grad_alpha, grad_u, at::Tensor(), at::Tensor()};
@@ -234,6 +237,7 @@ struct MatchaFn : torch::autograd::Function<MatchaFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::matcha_chunkwise", s, grads);
     auto [ga, gp, gu] = matcha_grads(grads[0].contiguous(), s[0], s[1], s[2], s[3], saved_lengths(ctx));
     return {ga, gp, gu, at::Tensor()};
   }
@@ -253,8 +257,9 @@ struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {softmax_grads(grads[0].contiguous(), ctx->get_saved_variables()[0], saved_lengths(ctx)),
-            at::Tensor()};
+    const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::masked_softmax", s, grads);
+    return {softmax_grads(grads[0].contiguous(), s[0], saved_lengths(ctx)), at::Tensor()};
   }
 };
 
@@ -272,6 +277,7 @@ struct AdditiveEnergyFn : torch::autograd::Function<AdditiveEnergyFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::additive_energy", s, grads);
     auto [gq, gk, gw] =
         additive_energy_grads(grads[0].contiguous(), s[0], s[1], s[2],
                               {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
@@ -293,6 +299,7 @@ struct AttentionContextFn : torch::autograd::Function<AttentionContextFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::attention_context", s, grads);
     auto [gw, gv] = attention_context_grads(grads[0].contiguous(), s[0], s[1],
                                             {ctx->needs_input_grad(0), ctx->needs_input_grad(1)});
     return {gw, gv};

@@ -67,6 +67,7 @@ struct GmmFn : torch::autograd::Function<GmmFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::gmm_attention_weights", s, grads);
     const at::Tensor &mu = s[0], &variance = s[1], &weights = s[2], &nu = s[3], &delta = s[4];
     const at::Tensor g = grads[0].contiguous();
     const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
@@ -105,6 +106,7 @@ struct LengthPenaltyFn : torch::autograd::Function<LengthPenaltyFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::gmm_length_penalty", s, grads);
     const at::Tensor &mu = s[0], &nu = s[1];
     const at::Tensor g = grads[0].contiguous();
     const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);

@@ -307,6 +307,14 @@ def test_double_backward_raises_instead_of_dropping_terms():
         torch.autograd.grad(alpha.pow(2).sum(), p, create_graph=True)
     g, = torch.autograd.grad(alpha.pow(2).sum(), p)  # first order as usual
     assert g.shape == p.shape
+    # The operators registered through mona::nn's own nodes (registration B) refuse it too.
+    logits = leaf(torch.randn(2, 5, dtype=D))
+    lp = F.poisson_binomial_log_prob(logits, torch.tensor([1, 2]))
+    with pytest.raises(NotImplementedError,
+                       match="mona::nn::poisson_binomial_log_prob: mona's backward passes are first order"):
+        torch.autograd.grad(lp.pow(2).sum(), logits, create_graph=True)
+    g, = torch.autograd.grad(lp.pow(2).sum(), logits)
+    assert g.shape == logits.shape
 
 
 def test_inference_mode_runs_the_cpu_kernels():

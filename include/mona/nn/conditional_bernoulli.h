@@ -12,7 +12,8 @@
 //
 // Gradients flow to `logits` (and to `log_emit` for the marginal likelihood); samples, k and
 // lengths are not differentiable. The samplers take the caller's mona::core::Rng, so a seed
-// gives the same draws whatever the thread count.
+// gives the same draws whatever the thread count. Backward passes are first order:
+// create_graph=True through one throws c10::NotImplementedError naming the function.
 #pragma once
 
 #include <ATen/core/Tensor.h>

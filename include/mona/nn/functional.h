@@ -4,7 +4,9 @@
 // device, lengths), makes them contiguous, hands raw pointers to the kernel in
 // mona/core, and records an autograd node whose backward is the kernel's analytic
 // backward. Errors are mona::ArgumentError naming the argument and the values found;
-// value errors found by a kernel (e.g. p outside [0, 1]) arrive as mona::Error.
+// value errors found by a kernel (e.g. p outside [0, 1]) arrive as mona::Error. The
+// backward passes are first order: differentiating through one (create_graph=True) throws
+// c10::NotImplementedError naming the function, instead of dropping the second-order terms.
 //
 // Conventions: batch first; [B, U, T] = [batch, out_len, in_len]. Lengths are optional
 // int64 CPU tensors [B] (`in_lens` <= T, `out_lens` <= U); an undefined tensor means full

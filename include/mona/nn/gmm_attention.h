@@ -77,7 +77,8 @@
 namespace mona::nn {
 
 // ---------------------------------------------------------------------------------------
-// Autograd functions
+// Autograd functions (their backward passes are first order: create_graph=True through one
+// throws c10::NotImplementedError naming the function)
 
 /// GMM / SAGMM / SAGMM-tr weights (mona/core/gmm.h): mu, variance, weights [B, U, H]; nu,
 /// delta [B, T] (undefined: nu_j = j + 1, delta_j = 1; weights undefined: 1) -> alpha
