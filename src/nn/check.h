@@ -118,8 +118,11 @@ inline at::Tensor check_lengths(const at::Tensor& lens, const char* fn, const ch
   return l;
 }
 
-inline const int64_t* ptr_or_null(const at::Tensor& lens) {
-  return lens.defined() ? lens.data_ptr<int64_t>() : nullptr;
+/// The data of `t` as T* (int64 by default: lengths), nullptr when `t` is undefined (an
+/// absent optional argument or output).
+template <class T = int64_t>
+inline T* ptr_or_null(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
 /// The core Grid of a [B, U, T] problem with optional checked lengths.

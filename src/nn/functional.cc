@@ -41,11 +41,6 @@ Lengths saved_lengths(AutogradContext* ctx) {
   return {saved_or_undefined(ctx, "in_lens"), saved_or_undefined(ctx, "out_lens")};
 }
 
-template <class T>
-T* ptr_or_null(at::Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
 // ---------------------------------------------------------------------------------------
 // Gradient passes: the dtype dispatch and the core backward kernel of each function, over
 // arguments already checked and contiguous. The autograd nodes below call them, and so do
@@ -60,7 +55,7 @@ std::tuple<at::Tensor, at::Tensor> monotonic_alignment_grads(const at::Tensor& g
   const auto grid = make_grid(B, U, T, lens.in, lens.out);
   AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_backward", [&] {
     core::monotonic_alignment_backward(g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
-                                       ptr_or_null<scalar_t>(alpha0), alpha.data_ptr<scalar_t>(),
+                                       detail::ptr_or_null<scalar_t>(alpha0), alpha.data_ptr<scalar_t>(),
                                        grad_p.data_ptr<scalar_t>(), grad_alpha0.data_ptr<scalar_t>(), grid);
   });
   return {grad_p, grad_alpha0};
@@ -124,8 +119,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_grads(const at::T
   if (mask[2]) grad_w = at::empty_like(w);
   AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy_backward", [&] {
     core::additive_energy_backward(g.data_ptr<scalar_t>(), query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(),
-                                   w.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(grad_query),
-                                   ptr_or_null<scalar_t>(grad_keys), ptr_or_null<scalar_t>(grad_w), B, U, T, d);
+                                   w.data_ptr<scalar_t>(), detail::ptr_or_null<scalar_t>(grad_query),
+                                   detail::ptr_or_null<scalar_t>(grad_keys),
+                                   detail::ptr_or_null<scalar_t>(grad_w), B, U, T, d);
   });
   return {grad_query, grad_keys, grad_w};
 }
@@ -138,8 +134,8 @@ std::tuple<at::Tensor, at::Tensor> attention_context_grads(const at::Tensor& g, 
   if (mask[1]) grad_values = at::empty_like(values);
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "attention_context_backward", [&] {
     core::attention_context_backward(g.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(), values.data_ptr<scalar_t>(),
-                                     ptr_or_null<scalar_t>(grad_weights), ptr_or_null<scalar_t>(grad_values), B, 1, T,
-                                     d);
+                                     detail::ptr_or_null<scalar_t>(grad_weights),
+                                     detail::ptr_or_null<scalar_t>(grad_values), B, 1, T, d);
   });
   return {grad_weights, grad_values};
 }
