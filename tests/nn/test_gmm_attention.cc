@@ -22,7 +22,7 @@ using core::GmmWindow;
 using nn::AttentionOptions;
 using mona::core::ScanStatus;
 
-AttentionOptions small_options() {
+AttentionOptions gmm_small_options() {
   AttentionOptions o;
   o.query_dim = 3;
   o.memory_dim = 4;
@@ -38,7 +38,7 @@ core::GmmOptions window(GmmWindow w, int64_t width = 3) {
 }
 
 std::shared_ptr<nn::GmmAttention> make(bool source_aware, GmmWindow w, int64_t heads) {
-  nn::AttentionOptions o = small_options();
+  nn::AttentionOptions o = gmm_small_options();
   o.gmm.num_heads = heads;
   o.gmm.window_width = window(w).width;
   o.gmm.window_radius = window(w).radius;
@@ -308,7 +308,7 @@ TEST(GmmAttentionModule, Errors) {
   expect_error(
       [&] { nn::gmm_attention_weights(mu, torch::ones({1, 3, 1}, torch::kDouble), {}, {}, {}, {}, torch::tensor({3})); },
       "variance: expected sizes [1, 2, 1]");
-  nn::AttentionOptions bad = small_options();
+  nn::AttentionOptions bad = gmm_small_options();
   bad.gmm.num_heads = 0;
   expect_error([&] { nn::GmmAttention(bad, true, GmmWindow::kAdaptive); },
                      "gmm.num_heads must be >= 1, got 0");

@@ -16,7 +16,7 @@
 namespace mona::test {
 namespace {
 
-nn::AttentionOptions small_options() {
+nn::AttentionOptions mechanism_options() {
   nn::AttentionOptions o;
   o.query_dim = 3;
   o.memory_dim = 4;
@@ -27,7 +27,7 @@ TEST(Mechanisms, MakeAttentionBuildsEachAndItsOnlineFlagMatchesTheModule) {
   std::set<std::string> names;
   for (const auto& m : nn::mechanisms()) {
     EXPECT_TRUE(names.insert(m.name).second) << "listed twice: " << m.name;
-    auto a = nn::make_attention(m.name, small_options());
+    auto a = nn::make_attention(m.name, mechanism_options());
     ASSERT_NE(a, nullptr) << m.name;
     EXPECT_EQ(a->is_online(), m.online) << m.name;
     EXPECT_EQ(nn::find_mechanism(m.name), &m);
@@ -42,7 +42,7 @@ TEST(Mechanisms, MakeAttentionBuildsEachAndItsOnlineFlagMatchesTheModule) {
   EXPECT_EQ(names, (std::set<std::string>{"soft", "monotonic", "mocha", "matcha", "gmm", "sagmm",
                                           "sagmm-tr", "sagmm-fixed"}));
   EXPECT_EQ(nn::find_mechanism("Mocha"), nullptr);
-  expect_error([] { nn::make_attention("mocca", small_options()); },
+  expect_error([] { nn::make_attention("mocca", mechanism_options()); },
                      "mechanism must be one of soft, monotonic, mocha, matcha, gmm, sagmm, "
                      "sagmm-tr, sagmm-fixed; got \"mocca\"");
   nn::ModelOptions model;

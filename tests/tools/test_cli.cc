@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "tools/mona_cli.h"
 #include "util/letter_task.h"
 #include "util/program.h"
 #include "util/temp_dir.h"
@@ -17,16 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 
 using Run = mona::test::ProgramRun;
-
-Run run_cli(const std::string& args, const std::string& stdin_text = "") {
-  TempDir d;
-  std::string cmd = std::string(MONA_CLI) + " " + args;
-  if (!stdin_text.empty()) {
-    std::ofstream(d / "stdin.txt") << stdin_text;
-    cmd += " < " + (d / "stdin.txt");
-  }
-  return mona::test::run_program(cmd);
-}
 
 TEST(Cli, ErrorsAreOneLineAndNonZero) {
   TempDir d;

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "mona/train/trainer.h"
+#include "tools/mona_cli.h"
 #include "util/letter_task.h"
 #include "util/program.h"
 #include "util/temp_dir.h"
@@ -47,9 +48,8 @@ std::string write_setup(const TempDir& d, const std::string& train = "max_steps:
 
 using CliResult = mona::test::ProgramRun;
 
-// `timeout` (run_program): a regression that hangs (e.g. thousands of threads) fails
-// instead of blocking.
-CliResult run_cli(const std::string& args) { return mona::test::run_program(std::string(MONA_CLI) + " " + args); }
+// run_cli (tools/mona_cli.h) runs under `timeout`: a regression that hangs (e.g. thousands
+// of threads) fails instead of blocking.
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 int64_t lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }

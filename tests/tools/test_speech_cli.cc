@@ -19,6 +19,7 @@
 #include "mona/audio/fbank.h"
 #include "mona/nn/attention.h"
 #include "mona/train/trainer.h"
+#include "tools/mona_cli.h"
 #include "util/program.h"
 #include "util/temp_dir.h"
 
@@ -72,13 +73,11 @@ std::string write_config(const TempDir& d, const std::string& mechanism, int ste
   return d / (mechanism + ".yaml");
 }
 
-ProgramRun cli(const std::string& args) { return run_program(std::string(MONA_CLI) + " " + args); }
-
 TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   TempDir d;
   write_manifest(d, "train.tsv", 48, 1);
   write_manifest(d, "dev.tsv", 6, 2);
-  auto r = cli("train " + write_config(d, "mocha", 150));
+  auto r = run_cli("train " + write_config(d, "mocha", 150));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("features: 48 utterances"), std::string::npos) << r.output;
   // The loss falls: the mean of the first 10 steps against that of the last 10.
@@ -92,10 +91,10 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   EXPECT_LT(losses.back(), 0.5 * losses.front()) << "first " << losses.front() << " last " << losses.back();
 
   const std::string ckpt = d / "run-mocha/last.ckpt";
-  r = cli("transcribe " + ckpt + " " + (d / "dev.tsv.0.wav") + " " + (d / "dev.tsv.1.wav"));
+  r = run_cli("transcribe " + ckpt + " " + (d / "dev.tsv.0.wav") + " " + (d / "dev.tsv.1.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find(d / "dev.tsv.1.wav"), std::string::npos) << r.output;
-  r = cli("transcribe --json " + ckpt + " " + (d / "dev.tsv.0.wav"));
+  r = run_cli("transcribe --json " + ckpt + " " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
   ASSERT_EQ(j["tokens"].size(), j["times_ms"].size()) << r.output;
@@ -117,21 +116,21 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   const std::string streamed = r.output.substr(r.output.find("= "));
   r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = cli("stream " + ckpt + " --audio " + (d / "dev.tsv.0.wav"));
+  r = run_cli("stream " + ckpt + " --audio " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("= "), std::string::npos) << r.output;
 
-  r = cli("eval " + ckpt + " " + (d / "dev.tsv"));
+  r = run_cli("eval " + ckpt + " " + (d / "dev.tsv"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("inputs 6"), std::string::npos) << r.output;
 
-  r = cli("plot " + ckpt + " " + (d / "dev.tsv.0.wav") + " -o " + (d / "alignment.png"));
+  r = run_cli("plot " + ckpt + " " + (d / "dev.tsv.0.wav") + " -o " + (d / "alignment.png"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(std::ifstream(d / "alignment.png").good());
 
   // Errors name the file.
   { std::ofstream(d / "text.wav") << "not audio at all"; }
-  r = cli("transcribe " + ckpt + " " + (d / "text.wav"));
+  r = run_cli("transcribe " + ckpt + " " + (d / "text.wav"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find(d / "text.wav"), std::string::npos) << r.output;
 
@@ -170,7 +169,7 @@ TEST(SpeechCli, EveryMechanismTrainsOnAudio) {
   write_manifest(d, "train.tsv", 16, 3);
   write_manifest(d, "dev.tsv", 2, 4);
   for (const auto& m : nn::mechanisms()) {
-    const auto r = cli("train " + write_config(d, m.name, 3));
+    const auto r = run_cli("train " + write_config(d, m.name, 3));
     EXPECT_EQ(r.code, 0) << m.name << ": " << r.output;
     EXPECT_TRUE(std::ifstream(d / (std::string("run-") + m.name + "/last.ckpt")).good()) << m.name;
   }
