@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdint>
 #include <string>
@@ -96,6 +97,14 @@ inline void check_first_order(const char* fn, const std::vector<at::Tensor>& sav
                     std::string(fn) + ": mona's backward passes are first order: double backward "
                     "(create_graph=True through this function) is not implemented");
   }
+}
+
+/// The tensor an autograd node saved under `key` in ctx->saved_data, or an undefined tensor
+/// when none was saved (an optional argument left out) or None was.
+inline at::Tensor saved_or_undefined(torch::autograd::AutogradContext* ctx, const char* key) {
+  auto it = ctx->saved_data.find(key);
+  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
+  return it->second.toTensor();
 }
 
 /// Optional lengths [B] with values in [0, max]; returns a contiguous int64 CPU tensor

@@ -29,12 +29,6 @@ struct CbArgs {
   at::Tensor aux;       // b (IDB/BB, as logits dtype) or order (DB, int64)
 };
 
-at::Tensor saved_or_undefined(AutogradContext* ctx, const char* key) {
-  auto it = ctx->saved_data.find(key);
-  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
-  return it->second.toTensor();
-}
-
 void save_args(AutogradContext* ctx, const CbArgs& a) {
   if (a.in_lens.defined()) ctx->saved_data["in_lens"] = a.in_lens;
   if (a.k.defined()) ctx->saved_data["k"] = a.k;
@@ -42,8 +36,8 @@ void save_args(AutogradContext* ctx, const CbArgs& a) {
 }
 
 CbArgs load_args(AutogradContext* ctx) {
-  return {saved_or_undefined(ctx, "in_lens"), saved_or_undefined(ctx, "k"),
-          saved_or_undefined(ctx, "aux")};
+  return {detail::saved_or_undefined(ctx, "in_lens"), detail::saved_or_undefined(ctx, "k"),
+          detail::saved_or_undefined(ctx, "aux")};
 }
 
 int64_t max_of(const at::Tensor& k) {

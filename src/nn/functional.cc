@@ -26,19 +26,13 @@ struct Lengths {
   at::Tensor in, out;
 };
 
-at::Tensor saved_or_undefined(AutogradContext* ctx, const char* key) {
-  auto it = ctx->saved_data.find(key);
-  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
-  return it->second.toTensor();
-}
-
 void save_lengths(AutogradContext* ctx, const Lengths& lens) {
   if (lens.in.defined()) ctx->saved_data["in_lens"] = lens.in;
   if (lens.out.defined()) ctx->saved_data["out_lens"] = lens.out;
 }
 
 Lengths saved_lengths(AutogradContext* ctx) {
-  return {saved_or_undefined(ctx, "in_lens"), saved_or_undefined(ctx, "out_lens")};
+  return {detail::saved_or_undefined(ctx, "in_lens"), detail::saved_or_undefined(ctx, "out_lens")};
 }
 
 // ---------------------------------------------------------------------------------------

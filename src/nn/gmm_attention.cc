@@ -30,12 +30,6 @@ struct GmmArgs {
   at::Tensor in, out;
 };
 
-at::Tensor saved_or_undefined(AutogradContext* ctx, const char* key) {
-  auto it = ctx->saved_data.find(key);
-  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
-  return it->second.toTensor();
-}
-
 core::GmmOptions load_options(AutogradContext* ctx) {
   core::GmmOptions o;
   o.window = static_cast<core::GmmWindow>(ctx->saved_data["window"].toInt());
@@ -71,8 +65,8 @@ struct GmmFn : torch::autograd::Function<GmmFn> {
     const at::Tensor &mu = s[0], &variance = s[1], &weights = s[2], &nu = s[3], &delta = s[4];
     const at::Tensor g = grads[0].contiguous();
     const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
-    const auto grid = detail::make_grid(B, U, T, saved_or_undefined(ctx, "in_lens"),
-                                        saved_or_undefined(ctx, "out_lens"));
+    const auto grid = detail::make_grid(B, U, T, detail::saved_or_undefined(ctx, "in_lens"),
+                                        detail::saved_or_undefined(ctx, "out_lens"));
     at::Tensor gmu = at::empty_like(mu), gv = at::empty_like(mu), gw = at::empty_like(mu);
     at::Tensor gnu = at::empty_like(nu), gd = at::empty_like(nu);
     const core::GmmOptions o = load_options(ctx);
@@ -110,8 +104,8 @@ struct LengthPenaltyFn : torch::autograd::Function<LengthPenaltyFn> {
     const at::Tensor &mu = s[0], &nu = s[1];
     const at::Tensor g = grads[0].contiguous();
     const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
-    const auto grid = detail::make_grid(B, U, T, saved_or_undefined(ctx, "in_lens"),
-                                        saved_or_undefined(ctx, "out_lens"));
+    const auto grid = detail::make_grid(B, U, T, detail::saved_or_undefined(ctx, "in_lens"),
+                                        detail::saved_or_undefined(ctx, "out_lens"));
     at::Tensor gmu = at::empty_like(mu), gnu = at::empty_like(nu);
     const double lambda = ctx->saved_data["lambda"].toDouble();
     AT_DISPATCH_FLOATING_TYPES(mu.scalar_type(), "gmm_length_penalty_backward", [&] {
