@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "mona/nn/gmm_attention.h"
+#include "mona/nn/lstm.h"
 #include "mona/core/error.h"
 #include "mona/data/tokens.h"
 
@@ -19,6 +20,16 @@ using data::kPad;
 
 constexpr int64_t kConvStride = 2;  // each of the two 3x3 convolutions (pad 1) halves time
 int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
+
+// The parameters of a one-layer unidirectional LSTM module and of an LSTM cell, computed
+// with mona::nn::lstm_layer and lstm_cell (the modules keep them and their names).
+LstmWeights lstm_weights(const torch::nn::LSTM& m) {
+  const auto p = m->named_parameters(false);
+  return {p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"], p["bias_hh_l0"]};
+}
+LstmWeights lstm_weights(const torch::nn::LSTMCell& m) {
+  return {m->weight_ih, m->weight_hh, m->bias_ih, m->bias_hh};
+}
 }  // namespace
 
 namespace detail {
@@ -152,7 +163,7 @@ at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
       auto out = std::get<0>(lstms_[l]->forward_with_packed_input(packed));
       x = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(out, true, 0.0, T));
     } else {
-      x = std::get<0>(lstms_[l]->forward(x));
+      x = lstm_layer(x, lstm_weights(lstms_[l])).y;
     }
     if (options_.dropout > 0 && l + 1 < lstms_.size()) {
       x = detail::dropout(x, options_.dropout, is_training(), dropout_generator);
@@ -368,26 +379,27 @@ std::vector<at::Tensor> Encoder::stream_layers(const std::vector<EncoderStream*>
       xs.push_back(x[k]);
       fresh = fresh && !streams[k]->h[l].defined();
     }
-    torch::optional<std::tuple<at::Tensor, at::Tensor>> hx;
+    const int64_t Sa = static_cast<int64_t>(active.size()), H = options_.encoder_hidden;
+    at::Tensor h0, c0;  // [S', H]; undefined: zeros
     if (!fresh) {
       for (size_t k : active) {
         const EncoderStream& s = *streams[k];
-        hs.push_back(s.h[l].defined() ? s.h[l] : torch::zeros({1, 1, options_.encoder_hidden}, xs[0].options()));
-        cs.push_back(s.c[l].defined() ? s.c[l] : torch::zeros({1, 1, options_.encoder_hidden}, xs[0].options()));
+        hs.push_back(s.h[l].defined() ? s.h[l] : torch::zeros({1, 1, H}, xs[0].options()));
+        cs.push_back(s.c[l].defined() ? s.c[l] : torch::zeros({1, 1, H}, xs[0].options()));
       }
-      hx = std::make_tuple(active.size() == 1 ? hs[0] : torch::cat(hs, 1), active.size() == 1 ? cs[0] : torch::cat(cs, 1));
+      h0 = (Sa == 1 ? hs[0] : torch::cat(hs, 1)).view({Sa, H});
+      c0 = (Sa == 1 ? cs[0] : torch::cat(cs, 1)).view({Sa, H});
     }
-    // batch_first LSTMs: [S', 1, D] (one time step of S' sequences)
-    const at::Tensor in = active.size() == 1 ? xs[0].view({1, 1, -1}) : torch::cat(xs, 0).view({static_cast<int64_t>(active.size()), 1, -1});
-    auto res = lstms_[l]->forward(in, hx);
-    at::Tensor y = std::get<0>(res);
-    const at::Tensor h = std::get<0>(std::get<1>(res)), c = std::get<1>(std::get<1>(res));
+    // batch_first: [S', 1, D] (one time step of S' sequences)
+    const at::Tensor in = Sa == 1 ? xs[0].view({1, 1, -1}) : torch::cat(xs, 0).view({Sa, 1, -1});
+    const LstmLayerOutput res = lstm_layer(in, lstm_weights(lstms_[l]), h0, c0);
+    at::Tensor y = res.y;
     if (!projections_.empty()) y = projections_[l]->forward(y);
     for (size_t a = 0; a < active.size(); ++a) {
       EncoderStream& s = *streams[active[a]];
       const int64_t i = static_cast<int64_t>(a);
-      s.h[l] = active.size() == 1 ? h : h.narrow(1, i, 1);
-      s.c[l] = active.size() == 1 ? c : c.narrow(1, i, 1);
+      s.h[l] = res.h.narrow(0, i, 1).view({1, 1, H});
+      s.c[l] = res.c.narrow(0, i, 1).view({1, 1, H});
       x[active[a]] = active.size() == 1 ? y.view({1, -1}) : y.select(0, i).view({1, -1});
     }
   }
@@ -419,10 +431,11 @@ std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const
   at::Tensor c = torch::zeros_like(h);
   at::Tensor state = attention->initial_state(memory);
   const at::Tensor emb = embedding(y_in);  // [B, U, E]
+  const LstmWeights cell_weights = lstm_weights(cell);
   std::vector<at::Tensor> hs, contexts, weights, kept;
   for (int64_t i = 0; i < U; ++i) {
     StepOutput att = attention->step(h, memory, state);
-    auto hc = cell(torch::cat({emb.select(1, i), att.context}, 1), std::make_tuple(h, c));
+    auto hc = lstm_cell(torch::cat({emb.select(1, i), att.context}, 1), h, c, cell_weights);
     h = std::get<0>(hc);
     c = std::get<1>(hc);
     hs.push_back(h);
@@ -440,7 +453,7 @@ at::Tensor Decoder::expected_step(int64_t y_prev, at::Tensor& h, at::Tensor& c, 
                                   const Memory& memory, at::Tensor* weights) {
   StepOutput att = attention->step(h, memory, alignment);
   auto emb = embedding(torch::full({1}, y_prev, torch::kLong));
-  auto hc = cell(torch::cat({emb, att.context}, 1), std::make_tuple(h, c));
+  auto hc = lstm_cell(torch::cat({emb, att.context}, 1), h, c, lstm_weights(cell));
   h = std::get<0>(hc);
   c = std::get<1>(hc);
   alignment = att.state;
@@ -464,7 +477,7 @@ DecoderStep Decoder::hard_step(int64_t y_prev, const DecoderState& state, const 
   if (step.status == core::ScanStatus::kNeedMoreInput) return step;
   const at::Tensor ctx = step.attention.context.view({1, -1});
   auto emb = embedding(torch::full({1}, y_prev, torch::kLong));
-  auto hc = cell(torch::cat({emb, ctx}, 1), std::make_tuple(state.h, state.c));
+  auto hc = lstm_cell(torch::cat({emb, ctx}, 1), state.h, state.c, lstm_weights(cell));
   step.next.h = std::get<0>(hc);
   step.next.c = std::get<1>(hc);
   step.log_probs = torch::log_softmax(output_logits(step.next.h, ctx), -1).view({-1});

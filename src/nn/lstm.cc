@@ -1,0 +1,177 @@
+// The LSTM layer and cell as autograd functions over mona/core/lstm.h; see
+// include/mona/nn/lstm.h.
+#include "mona/nn/lstm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <torch/autograd.h>
+
+#include "check.h"
+#include "mona/core/lstm.h"
+
+namespace mona::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The kernels of one step on [B, 4H] gates and [B, H] states (contiguous tensors).
+void cell_forward(at::Tensor& gates, const at::Tensor& b_hh, const at::Tensor& c_prev, at::Tensor& c,
+                  at::Tensor& h) {
+  AT_DISPATCH_FLOATING_TYPES(gates.scalar_type(), "lstm_cell", [&] {
+    core::lstm_cell(gates.data_ptr<scalar_t>(), b_hh.data_ptr<scalar_t>(), c_prev.data_ptr<scalar_t>(),
+                    c.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(), c.size(0), c.size(1));
+  });
+}
+
+void cell_backward(const at::Tensor& gates, const at::Tensor& c_prev, const at::Tensor& c, const at::Tensor& grad_h,
+                   const at::Tensor& grad_c, at::Tensor& grad_gates, at::Tensor& grad_c_prev) {
+  AT_DISPATCH_FLOATING_TYPES(gates.scalar_type(), "lstm_cell_backward", [&] {
+    core::lstm_cell_backward(gates.data_ptr<scalar_t>(), c_prev.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(),
+                             grad_h.data_ptr<scalar_t>(), grad_c.data_ptr<scalar_t>(),
+                             grad_gates.data_ptr<scalar_t>(), grad_c_prev.data_ptr<scalar_t>(), c.size(0),
+                             c.size(1));
+  });
+}
+
+// The gradients of b_ih and b_hh are the same sum; two tensors, so that the two parameters'
+// .grad never share storage.
+std::pair<at::Tensor, at::Tensor> bias_grads(AutogradContext* ctx, const at::Tensor& grad_gates, int first) {
+  if (!ctx->needs_input_grad(first) && !ctx->needs_input_grad(first + 1)) return {};
+  at::Tensor db = grad_gates.sum(0);
+  return {db, ctx->needs_input_grad(first + 1) ? db.clone() : at::Tensor()};
+}
+
+struct LstmLayerFn : torch::autograd::Function<LstmLayerFn> {
+  // x [B, T, D] with T >= 1, h0 and c0 [B, H]; returns y [B, T, H], h_T and c_T.
+  static variable_list forward(AutogradContext* ctx, at::Tensor x, at::Tensor h0, at::Tensor c0, at::Tensor w_ih,
+                               at::Tensor w_hh, at::Tensor b_ih, at::Tensor b_hh) {
+    const int64_t B = x.size(0), T = x.size(1), D = x.size(2), H = w_hh.size(1);
+    // Time-major, so that each step's rows are contiguous.
+    const at::Tensor xs = x.transpose(0, 1).contiguous();
+    at::Tensor gates = at::addmm(b_ih, xs.view({T * B, D}), w_ih.t()).view({T, B, 4 * H});
+    at::Tensor hs = at::empty({T + 1, B, H}, x.options()), cs = at::empty({T + 1, B, H}, x.options());
+    hs[0].copy_(h0);
+    cs[0].copy_(c0);
+    std::vector<at::Tensor> g = gates.unbind(0), h = hs.unbind(0), c = cs.unbind(0);
+    for (int64_t t = 0; t < T; ++t) {
+      g[t].addmm_(h[t], w_hh.t());
+      cell_forward(g[t], b_hh, c[t], c[t + 1], h[t + 1]);
+    }
+    ctx->save_for_backward({xs, gates, hs, cs, w_ih, w_hh});
+    // Copies: a caller's in-place change of an output must not reach the saved states.
+    return {hs.narrow(0, 1, T).transpose(0, 1).clone(at::MemoryFormat::Contiguous), h[T].clone(), c[T].clone()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::lstm_layer", s, grads);
+    const at::Tensor &xs = s[0], &gates = s[1], &hs = s[2], &cs = s[3], &w_ih = s[4], &w_hh = s[5];
+    const int64_t T = xs.size(0), B = xs.size(1), D = xs.size(2), H = w_hh.size(1);
+    // dL/dh of every step, the recurrence's part added in place as it is computed.
+    at::Tensor dh = grads[0].transpose(0, 1).clone(at::MemoryFormat::Contiguous);  // [T, B, H]
+    dh[T - 1].add_(grads[1]);
+    at::Tensor dc = grads[2].clone(at::MemoryFormat::Contiguous);  // dL/dc of the step, in place
+    at::Tensor dgates = at::empty({T, B, 4 * H}, xs.options());
+    const std::vector<at::Tensor> g = gates.unbind(0), c = cs.unbind(0), dhv = dh.unbind(0);
+    std::vector<at::Tensor> dg = dgates.unbind(0);
+    for (int64_t t = T - 1; t >= 0; --t) {
+      cell_backward(g[t], c[t], c[t + 1], dhv[t], dc, dg[t], dc);
+      if (t > 0) dhv[t - 1].addmm_(dg[t], w_hh);
+    }
+    const at::Tensor dG = dgates.view({T * B, 4 * H});
+    at::Tensor dx, dh0, dc0, dw_ih, dw_hh;
+    if (ctx->needs_input_grad(0)) dx = at::mm(dG, w_ih).view({T, B, D}).transpose(0, 1);
+    if (ctx->needs_input_grad(1)) dh0 = at::mm(dg[0], w_hh);
+    if (ctx->needs_input_grad(2)) dc0 = dc;
+    if (ctx->needs_input_grad(3)) dw_ih = at::mm(dG.t(), xs.view({T * B, D}));
+    if (ctx->needs_input_grad(4)) dw_hh = at::mm(dG.t(), hs.narrow(0, 0, T).reshape({T * B, H}));
+    auto [db_ih, db_hh] = bias_grads(ctx, dG, 5);
+    return {dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh};
+  }
+};
+
+struct LstmCellFn : torch::autograd::Function<LstmCellFn> {
+  // x [B, D], h and c [B, H] (contiguous); returns (h', c').
+  static variable_list forward(AutogradContext* ctx, at::Tensor x, at::Tensor h, at::Tensor c, at::Tensor w_ih,
+                               at::Tensor w_hh, at::Tensor b_ih, at::Tensor b_hh) {
+    at::Tensor gates = at::addmm(b_ih, x, w_ih.t());
+    gates.addmm_(h, w_hh.t());
+    at::Tensor h_new = at::empty_like(c), c_new = at::empty_like(c);
+    cell_forward(gates, b_hh, c, c_new, h_new);
+    ctx->save_for_backward({x, h, c, w_ih, w_hh, gates, c_new});
+    return {h_new, c_new};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::lstm_cell", s, grads);
+    const at::Tensor &x = s[0], &h = s[1], &c = s[2], &w_ih = s[3], &w_hh = s[4], &gates = s[5], &c_new = s[6];
+    at::Tensor dgates = at::empty_like(gates), dc = at::empty_like(c);
+    cell_backward(gates, c, c_new, grads[0].contiguous(), grads[1].contiguous(), dgates, dc);
+    at::Tensor dx, dh, dw_ih, dw_hh;
+    if (ctx->needs_input_grad(0)) dx = at::mm(dgates, w_ih);
+    if (ctx->needs_input_grad(1)) dh = at::mm(dgates, w_hh);
+    if (ctx->needs_input_grad(3)) dw_ih = at::mm(dgates.t(), x);
+    if (ctx->needs_input_grad(4)) dw_hh = at::mm(dgates.t(), h);
+    auto [db_ih, db_hh] = bias_grads(ctx, dgates, 5);
+    return {dx, dh, ctx->needs_input_grad(2) ? dc : at::Tensor(), dw_ih, dw_hh, db_ih, db_hh};
+  }
+};
+
+// The weights' checks against the input width D; returns H. Undefined biases become zeros
+// (a custom function's tensor arguments must be defined).
+int64_t check_weights(LstmWeights& w, int64_t D, const at::Tensor& ref, const char* fn) {
+  detail::check_tensor(w.w_hh, fn, "w_hh", 2, "[4H, H]");
+  const int64_t H = w.w_hh.size(1);
+  detail::check_sizes(w.w_hh, {4 * H, H}, ref, fn, "w_hh", "[4H, H]", "x");
+  detail::check_tensor(w.w_ih, fn, "w_ih", 2, "[4H, D]");
+  detail::check_sizes(w.w_ih, {4 * H, D}, ref, fn, "w_ih", "[4H, D]", "x");
+  for (auto [b, name] : {std::pair<at::Tensor*, const char*>{&w.b_ih, "b_ih"}, {&w.b_hh, "b_hh"}}) {
+    if (!b->defined()) {
+      *b = at::zeros({4 * H}, ref.options());
+      continue;
+    }
+    detail::check_tensor(*b, fn, name, 1, "[4H]");
+    detail::check_sizes(*b, {4 * H}, ref, fn, name, "[4H]", "x");
+    *b = b->contiguous();
+  }
+  return H;
+}
+
+// An initial or previous state [B, H] (undefined: zeros), contiguous.
+at::Tensor state_or_zeros(const at::Tensor& s, int64_t B, int64_t H, const at::Tensor& ref, const char* fn,
+                          const char* name) {
+  if (!s.defined()) return at::zeros({B, H}, ref.options());
+  detail::check_tensor(s, fn, name, 2, "[B, H]");
+  detail::check_sizes(s, {B, H}, ref, fn, name, "[B, H]", "x");
+  return s.contiguous();
+}
+
+}  // namespace
+
+LstmLayerOutput lstm_layer(const at::Tensor& x, const LstmWeights& weights, const at::Tensor& h0,
+                           const at::Tensor& c0) {
+  const char* fn = "mona::nn::lstm_layer";
+  detail::check_tensor(x, fn, "x", 3, "[B, T, D]");
+  LstmWeights w = weights;
+  const int64_t B = x.size(0), T = x.size(1), H = check_weights(w, x.size(2), x, fn);
+  const at::Tensor h = state_or_zeros(h0, B, H, x, fn, "h0"), c = state_or_zeros(c0, B, H, x, fn, "c0");
+  if (T == 0) return {at::empty({B, 0, H}, x.options()), h, c};
+  const variable_list out = LstmLayerFn::apply(x, h, c, w.w_ih, w.w_hh, w.b_ih, w.b_hh);
+  return {out[0], out[1], out[2]};
+}
+
+std::tuple<at::Tensor, at::Tensor> lstm_cell(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
+                                             const LstmWeights& weights) {
+  const char* fn = "mona::nn::lstm_cell";
+  detail::check_tensor(x, fn, "x", 2, "[B, D]");
+  LstmWeights w = weights;
+  const int64_t B = x.size(0), H = check_weights(w, x.size(1), x, fn);
+  const variable_list out = LstmCellFn::apply(x.contiguous(), state_or_zeros(h, B, H, x, fn, "h"),
+                                              state_or_zeros(c, B, H, x, fn, "c"), w.w_ih, w.w_hh, w.b_ih,
+                                              w.b_hh);
+  return {out[0], out[1]};
+}
+
+}  // namespace mona::nn

@@ -1,0 +1,201 @@
+// mona::nn::lstm_layer and lstm_cell (mona/nn/lstm.h) against torch::nn::LSTM and
+// torch::nn::LSTMCell, an independent implementation of the same equations: outputs,
+// final states and the gradients of every input and parameter, in float64 and float32.
+#include "mona/nn/lstm.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "util/nn_test_util.h"
+#include "util/test_util.h"
+
+namespace mona::test {
+namespace {
+
+// Tolerances, relative to max(1, max |reference|): the two sides differ in the order of
+// their sums (one GEMM over all steps against one per step; the biases added apart) and in
+// sigmoid and tanh (a few ulp each, mona/core/lstm.h), and the errors pass through up to
+// T = 7 steps of the recurrence. A few hundred ulp: 1e-13 for float64, 5e-5 for float32
+// (2^-24 = 6e-8; the float32 GEMMs' sums run over up to 4H = 64 terms per step).
+double tolerance(at::ScalarType dtype) { return dtype == at::kDouble ? 1e-13 : 5e-5; }
+
+void expect_close(const at::Tensor& mona, const at::Tensor& ref, const std::string& what) {
+  ASSERT_TRUE(mona.defined()) << what << ": undefined";
+  ASSERT_EQ(mona.sizes(), ref.sizes()) << what;
+  ASSERT_EQ(mona.scalar_type(), ref.scalar_type()) << what;
+  const double scale = std::max(1.0, ref.abs().max().item<double>());
+  const double err = (mona - ref).abs().max().item<double>();
+  EXPECT_LE(err, tolerance(ref.scalar_type()) * scale) << what << ": max error " << err << " (scale " << scale
+                                                       << ")";
+}
+
+// The gradients of a module's parameters after a backward pass, cloned, and cleared.
+std::vector<at::Tensor> take_grads(torch::nn::Module& m) {
+  std::vector<at::Tensor> g;
+  for (auto& p : m.parameters()) {
+    g.push_back(p.grad().clone());
+    p.mutable_grad() = at::Tensor();
+  }
+  return g;
+}
+
+void check_layer(at::ScalarType dtype, int64_t B, int64_t T, int64_t D, int64_t H, bool initial_state) {
+  SCOPED_TRACE(::testing::Message() << dtype << " B=" << B << " T=" << T << " D=" << D << " H=" << H
+                                    << (initial_state ? " with (h0, c0)" : ""));
+  torch::manual_seed(static_cast<uint64_t>(B * 1000 + T * 100 + D * 10 + H));
+  torch::nn::LSTM ref(torch::nn::LSTMOptions(D, H).batch_first(true));
+  ref->to(dtype);
+  const auto opt = torch::TensorOptions().dtype(dtype);
+  at::Tensor x = torch::randn({B, T, D}, opt).requires_grad_(), h0 = torch::randn({B, H}, opt).requires_grad_(),
+             c0 = torch::randn({B, H}, opt).requires_grad_();
+  // A loss that weighs every output: y, h_T and c_T.
+  const at::Tensor wy = torch::randn({B, T, H}, opt), wh = torch::randn({B, H}, opt), wc = torch::randn({B, H}, opt);
+
+  auto p = ref->named_parameters(false);
+  const nn::LstmWeights w{p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"], p["bias_hh_l0"]};
+  const nn::LstmLayerOutput out = initial_state ? nn::lstm_layer(x, w, h0, c0) : nn::lstm_layer(x, w);
+  ((out.y * wy).sum() + (out.h * wh).sum() + (out.c * wc).sum()).backward();
+  const std::vector<at::Tensor> mona_grads = take_grads(*ref);
+  const at::Tensor gx = x.grad().clone(), gh0 = initial_state ? h0.grad().clone() : at::Tensor(),
+                   gc0 = initial_state ? c0.grad().clone() : at::Tensor();
+  for (at::Tensor* t : {&x, &h0, &c0}) t->mutable_grad() = at::Tensor();
+
+  auto res = initial_state
+                 ? ref->forward(x, std::make_tuple(h0.unsqueeze(0), c0.unsqueeze(0)))
+                 : ref->forward(x);
+  const at::Tensor y = std::get<0>(res), hT = std::get<0>(std::get<1>(res))[0], cT = std::get<1>(std::get<1>(res))[0];
+  ((y * wy).sum() + (hT * wh).sum() + (cT * wc).sum()).backward();
+  expect_close(out.y, y, "y");
+  expect_close(out.h, hT, "h_T");
+  expect_close(out.c, cT, "c_T");
+  expect_close(gx, x.grad(), "dL/dx");
+  if (initial_state) {
+    expect_close(gh0, h0.grad(), "dL/dh0");
+    expect_close(gc0, c0.grad(), "dL/dc0");
+  }
+  const std::vector<at::Tensor> ref_grads = take_grads(*ref);
+  const auto names = ref->named_parameters(false).keys();
+  for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + names[k]);
+}
+
+TEST(LstmLayer, MatchesTorchLstm) {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    check_layer(dtype, 3, 5, 4, 6, false);
+    check_layer(dtype, 3, 5, 4, 6, true);
+    check_layer(dtype, 1, 7, 3, 16, true);  // one row: time-major and batch-major coincide
+    check_layer(dtype, 4, 1, 5, 3, true);   // one step
+  }
+}
+
+// A layer continued from its final state equals the layer over the whole sequence: how
+// the streaming encoder steps it (Encoder::stream_layers).
+TEST(LstmLayer, ContinuesFromItsFinalState) {
+  torch::manual_seed(5);
+  torch::nn::LSTM m(torch::nn::LSTMOptions(3, 4).batch_first(true));
+  m->to(at::kDouble);
+  auto p = m->named_parameters(false);
+  const nn::LstmWeights w{p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"], p["bias_hh_l0"]};
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({2, 6, 3}, at::kDouble);
+  const nn::LstmLayerOutput whole = nn::lstm_layer(x, w);
+  const nn::LstmLayerOutput first = nn::lstm_layer(x.narrow(1, 0, 4), w);
+  const nn::LstmLayerOutput rest = nn::lstm_layer(x.narrow(1, 4, 2), w, first.h, first.c);
+  // The same equations; the input's GEMM over 4 + 2 steps instead of 6 may round apart.
+  expect_close(torch::cat({first.y, rest.y}, 1), whole.y, "y");
+  expect_close(rest.h, whole.h, "h_T");
+  expect_close(rest.c, whole.c, "c_T");
+  // No steps: the state passes through.
+  const nn::LstmLayerOutput none = nn::lstm_layer(x.narrow(1, 0, 0), w, first.h, first.c);
+  EXPECT_EQ(none.y.sizes(), (at::IntArrayRef{2, 0, 4}));
+  EXPECT_TRUE(torch::equal(none.h, first.h));
+}
+
+TEST(LstmCellFunction, MatchesTorchLstmCell) {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    torch::manual_seed(11);
+    const int64_t B = 3, D = 5, H = 4;
+    torch::nn::LSTMCell ref(D, H);
+    ref->to(dtype);
+    const auto opt = torch::TensorOptions().dtype(dtype);
+    const nn::LstmWeights w{ref->weight_ih, ref->weight_hh, ref->bias_ih, ref->bias_hh};
+    const at::Tensor wh = torch::randn({3, B, H}, opt), wc = torch::randn({B, H}, opt);
+    // Three steps, each cell's input and state the previous step's output, as in a decoder.
+    auto run = [&](bool use_mona, at::Tensor x0, at::Tensor h, at::Tensor c) {
+      at::Tensor loss = torch::zeros({}, opt);
+      for (int step = 0; step < 3; ++step) {
+        const at::Tensor x = step == 0 ? x0 : torch::cat({h, h.narrow(1, 0, 1)}, 1);
+        auto hc = use_mona ? nn::lstm_cell(x, h, c, w) : ref->forward(x, std::make_tuple(h, c));
+        h = std::get<0>(hc);
+        c = std::get<1>(hc);
+        loss = loss + (h * wh[step]).sum();
+      }
+      return loss + (c * wc).sum();
+    };
+    at::Tensor x = torch::randn({B, D}, opt).requires_grad_(), h = torch::randn({B, H}, opt).requires_grad_(),
+               c = torch::randn({B, H}, opt).requires_grad_();
+    const at::Tensor mona_loss = run(true, x, h, c);
+    mona_loss.backward();
+    const std::vector<at::Tensor> mona_grads = take_grads(*ref);
+    const std::vector<at::Tensor> mona_input_grads = {x.grad().clone(), h.grad().clone(), c.grad().clone()};
+    for (at::Tensor* t : {&x, &h, &c}) t->mutable_grad() = at::Tensor();
+    const at::Tensor ref_loss = run(false, x, h, c);
+    ref_loss.backward();
+    expect_close(mona_loss, ref_loss, "loss");
+    expect_close(mona_input_grads[0], x.grad(), "dL/dx");
+    expect_close(mona_input_grads[1], h.grad(), "dL/dh");
+    expect_close(mona_input_grads[2], c.grad(), "dL/dc");
+    const std::vector<at::Tensor> ref_grads = take_grads(*ref);
+    const auto names = ref->named_parameters(false).keys();
+    for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + names[k]);
+  }
+}
+
+// The analytic gradient against central differences, float64 (tests/util/nn_test_util.h
+// gives the tolerance), of a loss over a whole layer; the biases left out (undefined) are
+// zeros.
+TEST(LstmLayer, GradientIsTheDerivative) {
+  torch::manual_seed(21);
+  const auto opt = torch::TensorOptions().dtype(at::kDouble);
+  const int64_t B = 2, T = 3, D = 2, H = 3;
+  at::Tensor x = torch::randn({B, T, D}, opt), h0 = torch::randn({B, H}, opt), c0 = torch::randn({B, H}, opt);
+  at::Tensor w_ih = torch::randn({4 * H, D}, opt), w_hh = torch::randn({4 * H, H}, opt);
+  const at::Tensor wy = torch::randn({B, T, H}, opt), wc = torch::randn({B, H}, opt);
+  auto loss = [&]() {
+    const nn::LstmLayerOutput o = nn::lstm_layer(x, {w_ih, w_hh, {}, {}}, h0, c0);
+    return ((o.y * wy).sum() + (o.c * wc).sum());
+  };
+  for (at::Tensor* t : {&x, &h0, &c0, &w_ih, &w_hh}) t->requires_grad_();
+  loss().backward();
+  const std::vector<std::pair<at::Tensor*, const char*>> args = {
+      {&x, "x"}, {&h0, "h0"}, {&c0, "c0"}, {&w_ih, "w_ih"}, {&w_hh, "w_hh"}};
+  for (auto [t, name] : args) {
+    const at::Tensor analytic = t->grad().clone();
+    at::Tensor value = t->detach().clone();
+    *t = value;
+    const at::Tensor numeric = numeric_grad([&] { return loss().item<double>(); }, value);
+    expect_grad_close(analytic, numeric, 1e-7, name);
+  }
+}
+
+TEST(LstmLayer, BadArgumentsAreNamed) {
+  const at::Tensor x = torch::zeros({2, 3, 4});
+  const nn::LstmWeights w{torch::zeros({20, 4}), torch::zeros({20, 5}), torch::zeros({20}), torch::zeros({20})};
+  expect_error([&] { nn::lstm_layer(x.view({6, 4}), w); }, "mona::nn::lstm_layer: x: expected 3 dims [B, T, D]");
+  expect_error([&] { nn::lstm_layer(x, {torch::zeros({20, 3}), w.w_hh, w.b_ih, w.b_hh}); },
+               "mona::nn::lstm_layer: w_ih: expected sizes [4H, D] = [20, 4], got [20, 3]");
+  expect_error([&] { nn::lstm_layer(x, {w.w_ih, torch::zeros({20, 4}), w.b_ih, w.b_hh}); },
+               "mona::nn::lstm_layer: w_hh: expected sizes [4H, H] = [16, 4], got [20, 4]");
+  expect_error([&] { nn::lstm_layer(x, {w.w_ih, w.w_hh, w.b_ih, torch::zeros({20}, at::kDouble)}); },
+               "mona::nn::lstm_layer: b_hh: expected dtype Float (that of x), got Double");
+  expect_error([&] { nn::lstm_layer(x, w, torch::zeros({3, 5})); },
+               "mona::nn::lstm_layer: h0: expected sizes [B, H] = [2, 5], got [3, 5]");
+  expect_error([&] { nn::lstm_cell(torch::zeros({2, 3}), torch::zeros({2, 5}), torch::zeros({2, 5}), w); },
+               "mona::nn::lstm_cell: w_ih: expected sizes [4H, D] = [20, 3], got [20, 4]");
+}
+
+}  // namespace
+}  // namespace mona::test
