@@ -430,12 +430,14 @@ std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const
   at::Tensor h = torch::zeros({B, options_.decoder_hidden}, memory.values.options());
   at::Tensor c = torch::zeros_like(h);
   at::Tensor state = attention->initial_state(memory);
-  const at::Tensor emb = embedding(y_in);  // [B, U, E]
+  // The embeddings of all steps at once, split into steps by one unbind (one backward node
+  // for all steps, where a select per step would scatter into a zero [B, U, E] tensor each).
+  const std::vector<at::Tensor> emb = embedding(y_in).unbind(1);  // U x [B, E]
   const LstmWeights cell_weights = lstm_weights(cell);
   std::vector<at::Tensor> hs, contexts, weights, kept;
   for (int64_t i = 0; i < U; ++i) {
     StepOutput att = attention->step(h, memory, state);
-    auto hc = lstm_cell(torch::cat({emb.select(1, i), att.context}, 1), h, c, cell_weights);
+    auto hc = lstm_cell(torch::cat({emb[i], att.context}, 1), h, c, cell_weights);
     h = std::get<0>(hc);
     c = std::get<1>(hc);
     hs.push_back(h);

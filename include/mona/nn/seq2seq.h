@@ -10,6 +10,9 @@
 //   input elements beyond its own (the future-context window of streaming recognisers);
 //   then a stack of single-layer LSTMs, unidirectional (online) or bidirectional (offline
 //   baseline), each optionally followed by a linear projection; dropout between layers.
+//   The LSTMs are torch::nn::LSTM modules (their parameters and checkpoint names); a
+//   unidirectional one is computed by mona::nn::lstm_layer (mona/nn/lstm.h), one autograd
+//   node per layer, and a bidirectional one by LibTorch over the packed batch.
 //   The output is the memory h [B, T', Dh] with T' = T (symbols; T + 1 with the appended
 //   </s>, ModelOptions::append_eos) or ceil(ceil(T/2)/2) (features, audio), halved
 //   (rounding up) once more per time reduction layer (ModelOptions::time_reduction_layers).
@@ -18,7 +21,8 @@
 //
 // Decoder (000 Algorithm 1 and A.1): with s_0 = 0 and y_0 = <s>,
 //   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected)
-//   s_i = LSTMCell([Embed(y_{i-1}); c_i], s_{i-1})
+//   s_i = LSTMCell([Embed(y_{i-1}); c_i], s_{i-1})   (torch::nn::LSTMCell's parameters,
+//                                                      computed by mona::nn::lstm_cell)
 //   logits_i = W_o [s_i; c_i] + b_o
 //
 // Loss: cross entropy with teacher forcing against y_1 .. y_U, </s>, averaged over target
