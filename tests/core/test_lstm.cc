@@ -122,14 +122,14 @@ TEST(LstmCell, SaturatedGatesStayFinite) {
   for (double x : grad_gates) EXPECT_TRUE(std::isfinite(x));
 }
 
-// The backward pass is the derivative of the forward pass: central differences in double,
-// step 1e-6 (truncation ~1e-12 times the third derivative, rounding ~1e-10), so 1e-7.
+// The backward pass is the derivative of the forward pass: central differences in double
+// (tests/util/test_util.h gives the tolerance).
 TEST(LstmCell, BackwardIsTheDerivativeOfForward) {
   const int64_t B = 2, H = 5;
-  Step<double> s = draw_step<double>(9, B, H, 1.5);
-  auto loss = [&]() {
-    std::vector<double> gates = s.a, c(B * H), h(B * H);
-    core::lstm_cell(gates.data(), s.bias.data(), s.c_prev.data(), c.data(), h.data(), B, H);
+  const Step<double> s = draw_step<double>(9, B, H, 1.5);
+  auto loss = [&](std::vector<double> gates, const std::vector<double>& c_prev) {
+    std::vector<double> c(B * H), h(B * H);
+    core::lstm_cell(gates.data(), s.bias.data(), c_prev.data(), c.data(), h.data(), B, H);
     double sum = 0;
     for (int64_t n = 0; n < B * H; ++n) sum += s.grad_h[n] * h[n] + s.grad_c[n] * c[n];
     return sum;
@@ -138,20 +138,12 @@ TEST(LstmCell, BackwardIsTheDerivativeOfForward) {
   core::lstm_cell(gates.data(), s.bias.data(), s.c_prev.data(), c.data(), h.data(), B, H);
   core::lstm_cell_backward(gates.data(), s.c_prev.data(), c.data(), s.grad_h.data(), s.grad_c.data(),
                            grad_gates.data(), grad_c_prev.data(), B, H);
-  const double step = 1e-6;
-  auto check = [&](std::vector<double>& x, const std::vector<double>& grad, const char* name) {
-    for (size_t n = 0; n < x.size(); ++n) {
-      const double x0 = x[n];
-      x[n] = x0 + step;
-      const double up = loss();
-      x[n] = x0 - step;
-      const double down = loss();
-      x[n] = x0;
-      EXPECT_NEAR(grad[n], (up - down) / (2 * step), 1e-7) << name << "[" << n << "]";
-    }
-  };
-  check(s.a, grad_gates, "gates");
-  check(s.c_prev, grad_c_prev, "c_prev");
+  expect_gradients_close(grad_gates,
+                         numeric_gradient([&](const std::vector<double>& a) { return loss(a, s.c_prev); }, s.a), 1e-7,
+                         "dL/dgates");
+  expect_gradients_close(grad_c_prev,
+                         numeric_gradient([&](const std::vector<double>& cp) { return loss(s.a, cp); }, s.c_prev), 1e-7,
+                         "dL/dc_prev");
 }
 
 TEST(LstmCell, EmptySizesAndErrors) {

@@ -1,9 +1,10 @@
 // mona/core/lstm.h: the elementwise part of an LSTM step, forward and backward, one pass
 // each.
 //
-// The encoders and decoders of the papers' models are LSTMs (000 sec. 3 and 002 sec. 4: the
-// decoder state s_i is an LSTM step over the previous output and the context). One step,
-// in PyTorch's gate order (input, forget, cell, output) and layout:
+// The encoders and decoders of the papers' speech models are LSTMs (000 A.1, 002 D.1.2: a
+// stack of unidirectional LSTM layers encodes; the decoder is one LSTM whose input is the
+// previous output's embedding and the attention context). One step, in PyTorch's gate
+// order (input, forget, cell, output) and layout:
 //
 //   a = x W_ih^T + b_ih + h_prev W_hh^T + b_hh             (the caller: two GEMMs; b_hh here)
 //   i = sigmoid(a_i), f = sigmoid(a_f), g = tanh(a_g), o = sigmoid(a_o)
