@@ -111,6 +111,10 @@ TEST(LstmLayer, ContinuesFromItsFinalState) {
   const nn::LstmLayerOutput none = nn::lstm_layer(x.narrow(1, 0, 0), w, first.h, first.c);
   EXPECT_EQ(none.y.sizes(), (at::IntArrayRef{2, 0, 4}));
   EXPECT_TRUE(torch::equal(none.h, first.h));
+  // No rows: empty outputs of the right sizes.
+  const nn::LstmLayerOutput empty = nn::lstm_layer(torch::zeros({0, 3, 3}, at::kDouble), w);
+  EXPECT_EQ(empty.y.sizes(), (at::IntArrayRef{0, 3, 4}));
+  EXPECT_EQ(empty.h.sizes(), (at::IntArrayRef{0, 4}));
 }
 
 TEST(LstmCellFunction, MatchesTorchLstmCell) {
