@@ -53,7 +53,8 @@ struct LstmLayerOutput {
 /// One unidirectional LSTM layer over a batch-first sequence x [B, T, D], from the state
 /// (h0, c0) [B, H] (undefined: zeros). Every step of every row is computed, padding
 /// included (as torch::nn::LSTM over a padded batch: a unidirectional layer's outputs at
-/// valid steps never read padding). Differentiable in x, h0, c0 and the weights.
+/// valid steps never read padding). Differentiable in x, h0, c0 and the weights. With
+/// T = 0, y is [B, 0, H] and (h, c) are the initial state.
 LstmLayerOutput lstm_layer(const at::Tensor& x, const LstmWeights& weights, const at::Tensor& h0 = {},
                            const at::Tensor& c0 = {});
 
