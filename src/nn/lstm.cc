@@ -148,6 +148,94 @@ at::Tensor state_or_zeros(const at::Tensor& s, int64_t B, int64_t H, const at::T
   return s.contiguous();
 }
 
+// UnrolledLstmCell's weights node, the one place where the weights enter the steps' graph.
+// Forward: a placeholder [steps, B, 4H] of zeros (one stored zero, expanded), of which each
+// step takes its row block as an input that adds nothing to its gates: its gradient is the
+// step's dL/dgates, so this node's backward receives dL/dgates of all steps at once.
+// Backward: the weight and bias gradients as one GEMM and one sum over all steps, with the
+// steps' inputs [x_i h_{i-1}] that the steps wrote into `xh` [steps, B, D + H] (kept in
+// saved_data, not saved as a variable: the steps write it after this node is made).
+struct UnrolledWeightsFn : torch::autograd::Function<UnrolledWeightsFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor w_ih, at::Tensor w_hh, at::Tensor b_ih, at::Tensor b_hh,
+                            const at::Tensor* xh) {
+    ctx->saved_data["xh"] = *xh;
+    ctx->saved_data["D"] = w_ih.size(1);
+    return at::zeros({1}, w_ih.options()).expand({xh->size(0), xh->size(1), w_ih.size(0)});
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    detail::check_first_order("mona::nn::UnrolledLstmCell", {}, grads);
+    const at::Tensor xh = ctx->saved_data["xh"].toTensor();
+    const int64_t D = ctx->saved_data["D"].toInt(), S = xh.size(0), B = xh.size(1), K = xh.size(2);
+    const at::Tensor dG = grads[0].contiguous().view({S * B, -1});
+    at::Tensor dw_ih, dw_hh;
+    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+      const at::Tensor dw = at::mm(dG.t(), xh.view({S * B, K}));
+      dw_ih = dw.narrow(1, 0, D);
+      dw_hh = dw.narrow(1, D, K - D);
+    }
+    auto [db_ih, db_hh] = bias_grads(ctx, dG, 2);
+    return {dw_ih, dw_hh, db_ih, db_hh, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+struct UnrolledLstmCell::Shared {
+  at::Tensor w;                      // [4H, D + H]: [W_ih W_hh], no autograd history
+  at::Tensor b_ih, b_hh;             // [4H] each, no autograd history (their gradients: the weights node's)
+  at::Tensor xh;                     // [steps, B, D + H]: each step's [x_i h_{i-1}]
+  std::vector<at::Tensor> gates_in;  // steps x [B, 4H]: the weights node's placeholder, per step
+  int64_t B = 0, D = 0, H = 0, next = 0;
+};
+
+namespace {
+
+// One step of UnrolledLstmCell: inputs (the pieces of x_i, h, c, the step's row block of the
+// weights node's output); returns (h', c').
+struct UnrolledStepFn : torch::autograd::Function<UnrolledStepFn> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, at::Tensor h, at::Tensor c,
+                               at::Tensor gates_in, const UnrolledLstmCell::Shared* s) {
+    const at::Tensor xh = s->xh[s->next];  // [B, D + H], this step's rows of the buffer
+    std::vector<int64_t> widths;
+    int64_t at_col = 0;
+    for (const at::Tensor& x : inputs) {
+      xh.narrow(1, at_col, x.size(1)).copy_(x);
+      widths.push_back(x.size(1));
+      at_col += x.size(1);
+    }
+    xh.narrow(1, s->D, s->H).copy_(h);
+    at::Tensor gates = at::addmm(s->b_ih, xh, s->w.t());  // gates_in adds zeros: not read
+    at::Tensor h_new = at::empty_like(c), c_new = at::empty_like(c);
+    cell_forward(gates, s->b_hh, c, c_new, h_new);
+    ctx->save_for_backward({c, gates, c_new});
+    ctx->saved_data["w"] = s->w;
+    ctx->saved_data["widths"] = widths;
+    return {h_new, c_new};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::UnrolledLstmCell", s, grads);
+    const at::Tensor &c = s[0], &gates = s[1], &c_new = s[2];
+    const at::Tensor w = ctx->saved_data["w"].toTensor();
+    at::Tensor dgates = at::empty_like(gates), dc = at::empty_like(c);
+    cell_backward(gates, c, c_new, grads[0].contiguous(), grads[1].contiguous(), dgates, dc);
+    const at::Tensor dxh = at::mm(dgates, w);  // [B, D + H]
+    variable_list out;
+    int64_t at_col = 0;
+    for (const int64_t width : ctx->saved_data["widths"].toIntVector()) {
+      out.push_back(dxh.narrow(1, at_col, width));
+      at_col += width;
+    }
+    out.push_back(dxh.narrow(1, at_col, dxh.size(1) - at_col));  // dL/dh
+    out.push_back(dc);
+    out.push_back(dgates);  // dL/d(gates_in): the weights node's share
+    out.push_back(at::Tensor());
+    return out;
+  }
+};
+
 }  // namespace
 
 LstmLayerOutput lstm_layer(const at::Tensor& x, const LstmWeights& weights, const at::Tensor& h0,
@@ -173,5 +261,52 @@ std::tuple<at::Tensor, at::Tensor> lstm_cell(const at::Tensor& x, const at::Tens
                                               w.b_hh);
   return {out[0], out[1]};
 }
+
+UnrolledLstmCell::UnrolledLstmCell(const LstmWeights& weights, int64_t batch, int64_t steps)
+    : shared_(std::make_shared<Shared>()) {
+  const char* fn = "mona::nn::UnrolledLstmCell";
+  MONA_CHECK(batch >= 0, fn, ": batch: expected >= 0, got ", batch);
+  MONA_CHECK(steps >= 0, fn, ": steps: expected >= 0, got ", steps);
+  detail::check_tensor(weights.w_ih, fn, "w_ih", 2, "[4H, D]");
+  LstmWeights w = weights;
+  Shared& s = *shared_;
+  s.B = batch;
+  s.D = w.w_ih.size(1);
+  s.H = check_weights(w, s.D, w.w_ih, fn);
+  s.xh = at::zeros({steps, batch, s.D + s.H}, w.w_ih.options());
+  {
+    at::NoGradGuard no_grad;
+    s.w = at::cat({w.w_ih, w.w_hh}, 1);
+    s.b_ih = w.b_ih.detach();
+    s.b_hh = w.b_hh.detach();
+  }
+  if (steps > 0) s.gates_in = UnrolledWeightsFn::apply(w.w_ih, w.w_hh, w.b_ih, w.b_hh, &s.xh).unbind(0);
+}
+
+std::tuple<at::Tensor, at::Tensor> UnrolledLstmCell::step(const std::vector<at::Tensor>& inputs, const at::Tensor& h,
+                                                          const at::Tensor& c) {
+  const char* fn = "mona::nn::UnrolledLstmCell::step";
+  Shared& s = *shared_;
+  MONA_CHECK(s.next < static_cast<int64_t>(s.gates_in.size()), fn, ": all ", s.gates_in.size(),
+             " steps the cell was made for are taken");
+  MONA_CHECK(!inputs.empty(), fn, ": inputs: expected at least one piece of the step's input");
+  std::vector<at::Tensor> pieces;
+  int64_t D = 0;
+  for (const at::Tensor& x : inputs) {
+    detail::check_tensor(x, fn, "inputs", 2, "[B, D_k]");
+    MONA_CHECK(x.size(0) == s.B && x.scalar_type() == s.xh.scalar_type(), fn, ": inputs: expected [B = ", s.B,
+               ", D_k] of dtype ", s.xh.scalar_type(), ", got ", x.sizes(), " of ", x.scalar_type());
+    D += x.size(1);
+    pieces.push_back(x);
+  }
+  MONA_CHECK(D == s.D, fn, ": inputs: expected widths summing to D = ", s.D, " (w_ih's), got ", D);
+  const at::Tensor ref = s.xh;
+  const variable_list out = UnrolledStepFn::apply(at::TensorList(pieces), state_or_zeros(h, s.B, s.H, ref, fn, "h"),
+                                                  state_or_zeros(c, s.B, s.H, ref, fn, "c"), s.gates_in[s.next], &s);
+  ++s.next;
+  return {out[0], out[1]};
+}
+
+int64_t UnrolledLstmCell::steps_taken() const { return shared_->next; }
 
 }  // namespace mona::nn

@@ -22,7 +22,8 @@ constexpr int64_t kConvStride = 2;  // each of the two 3x3 convolutions (pad 1) 
 int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
 
 // The parameters of a one-layer unidirectional LSTM module and of an LSTM cell, computed
-// with mona::nn::lstm_layer and lstm_cell (the modules keep them and their names).
+// with mona::nn::lstm_layer, lstm_cell and UnrolledLstmCell (the modules keep them and their
+// names).
 LstmWeights lstm_weights(const torch::nn::LSTM& m) {
   const auto p = m->named_parameters(false);
   return {p["weight_ih_l0"], p["weight_hh_l0"], p["bias_ih_l0"], p["bias_hh_l0"]};
@@ -433,11 +434,13 @@ std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const
   // The embeddings of all steps at once, split into steps by one unbind (one backward node
   // for all steps, where a select per step would scatter into a zero [B, U, E] tensor each).
   const std::vector<at::Tensor> emb = embedding(y_in).unbind(1);  // U x [B, E]
-  const LstmWeights cell_weights = lstm_weights(cell);
+  // The cell's U steps with their weight gradients taken once, after the last step's
+  // backward (mona/nn/lstm.h); each step's input is [embedding, context], side by side.
+  UnrolledLstmCell unrolled(lstm_weights(cell), B, U);
   std::vector<at::Tensor> hs, contexts, weights, kept;
   for (int64_t i = 0; i < U; ++i) {
     StepOutput att = attention->step(h, memory, state);
-    auto hc = lstm_cell(torch::cat({emb[i], att.context}, 1), h, c, cell_weights);
+    auto hc = unrolled.step({emb[i], att.context}, h, c);
     h = std::get<0>(hc);
     c = std::get<1>(hc);
     hs.push_back(h);

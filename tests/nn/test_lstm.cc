@@ -1,5 +1,5 @@
-// mona::nn::lstm_layer and lstm_cell (mona/nn/lstm.h) against torch::nn::LSTM and
-// torch::nn::LSTMCell, an independent implementation of the same equations: outputs,
+// mona::nn::lstm_layer, lstm_cell and UnrolledLstmCell (mona/nn/lstm.h) against
+// torch::nn::LSTM and torch::nn::LSTMCell, an independent implementation of the same equations: outputs,
 // final states and the gradients of every input and parameter, in float64 and float32.
 #include "mona/nn/lstm.h"
 
@@ -183,6 +183,140 @@ TEST(LstmLayer, GradientIsTheDerivative) {
     const at::Tensor numeric = numeric_grad([&] { return loss().item<double>(); }, value);
     expect_grad_close(analytic, numeric, 1e-7, name);
   }
+}
+
+// UnrolledLstmCell stepped as a decoder steps it: each step's input is two pieces, the
+// second computed from the previous step's h (input feeding), against torch::nn::LSTMCell
+// on the concatenated input: the loss, the gradients of every input piece, of (h0, c0) and
+// of all four parameters. The cell is made for one step more than it takes (a decoder's
+// batch whose longest output is shorter than the cell's steps leaves the last unused).
+void check_unrolled(at::ScalarType dtype, int64_t B, int64_t U, bool weights_need_grad) {
+  SCOPED_TRACE(::testing::Message() << dtype << " B=" << B << " U=" << U
+                                    << (weights_need_grad ? "" : ", weights without gradient"));
+  torch::manual_seed(static_cast<uint64_t>(31 + B * 10 + U));
+  const int64_t E = 3, C = 2, H = 4;
+  torch::nn::LSTMCell ref(E + C, H);
+  ref->to(dtype);
+  for (auto& p : ref->parameters()) p.requires_grad_(weights_need_grad);
+  const auto opt = torch::TensorOptions().dtype(dtype);
+  const nn::LstmWeights w{ref->weight_ih, ref->weight_hh, ref->bias_ih, ref->bias_hh};
+  at::Tensor emb = torch::randn({B, U, E}, opt).requires_grad_(), h0 = torch::randn({B, H}, opt).requires_grad_(),
+             c0 = torch::randn({B, H}, opt).requires_grad_(), feed = torch::randn({C, H}, opt).requires_grad_();
+  const at::Tensor wh = torch::randn({U, B, H}, opt), wc = torch::randn({B, H}, opt);
+  auto run = [&](bool use_mona) {
+    nn::UnrolledLstmCell cell(w, B, U + 1);
+    at::Tensor h = h0, c = c0, loss = torch::zeros({}, opt);
+    for (int64_t i = 0; i < U; ++i) {
+      const at::Tensor e = emb.select(1, i), fed = torch::tanh(torch::mm(h, feed.t()));  // [B, C]
+      auto hc = use_mona ? cell.step({e, fed}, h, c) : ref->forward(torch::cat({e, fed}, 1), std::make_tuple(h, c));
+      h = std::get<0>(hc);
+      c = std::get<1>(hc);
+      loss = loss + (h * wh[i]).sum();
+    }
+    if (use_mona) {
+      EXPECT_EQ(cell.steps_taken(), U);
+    }
+    return loss + (c * wc).sum();
+  };
+  const std::vector<at::Tensor*> inputs = {&emb, &h0, &c0, &feed};
+  auto take_input_grads = [&] {
+    std::vector<at::Tensor> g;
+    for (at::Tensor* t : inputs) {
+      g.push_back(t->grad().clone());
+      t->mutable_grad() = at::Tensor();
+    }
+    return g;
+  };
+  const at::Tensor mona_loss = run(true);
+  mona_loss.backward();
+  const std::vector<at::Tensor> mona_grads = weights_need_grad ? take_grads(*ref) : std::vector<at::Tensor>{};
+  const std::vector<at::Tensor> mona_input_grads = take_input_grads();
+  const at::Tensor ref_loss = run(false);
+  ref_loss.backward();
+  expect_close(mona_loss, ref_loss, "loss");
+  const std::vector<at::Tensor> ref_input_grads = take_input_grads();
+  const char* names[] = {"dL/d(first piece)", "dL/dh0", "dL/dc0", "dL/d(second piece's weights)"};
+  for (size_t k = 0; k < inputs.size(); ++k) expect_close(mona_input_grads[k], ref_input_grads[k], names[k]);
+  if (!weights_need_grad) return;
+  const std::vector<at::Tensor> ref_grads = take_grads(*ref);
+  const auto params = ref->named_parameters(false).keys();
+  for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + params[k]);
+}
+
+TEST(UnrolledLstmCell, MatchesTorchLstmCellSteps) {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    check_unrolled(dtype, 3, 5, true);
+    check_unrolled(dtype, 1, 1, true);
+    check_unrolled(dtype, 2, 3, false);
+  }
+}
+
+// Without autograd (decoding), the steps' values are lstm_cell's; a batch of no rows gives
+// empty states.
+TEST(UnrolledLstmCell, WithoutGradientAndEmptyBatch) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(41);
+  const int64_t B = 2, D = 3, H = 2;
+  const nn::LstmWeights w{torch::randn({4 * H, D}, at::kDouble), torch::randn({4 * H, H}, at::kDouble),
+                          torch::randn({4 * H}, at::kDouble), {}};
+  nn::UnrolledLstmCell cell(w, B, 2);
+  at::Tensor h = torch::randn({B, H}, at::kDouble), c = torch::randn({B, H}, at::kDouble);
+  at::Tensor h_ref = h, c_ref = c;
+  for (int i = 0; i < 2; ++i) {
+    const at::Tensor x = torch::randn({B, D}, at::kDouble);
+    std::tie(h, c) = cell.step({x}, h, c);
+    std::tie(h_ref, c_ref) = nn::lstm_cell(x, h_ref, c_ref, w);
+    expect_close(h, h_ref, "h");
+    expect_close(c, c_ref, "c");
+  }
+  nn::UnrolledLstmCell empty(w, 0, 1);
+  const auto [h0, c0] = empty.step({torch::zeros({0, D}, at::kDouble)}, {}, {});
+  EXPECT_EQ(h0.sizes(), (std::vector<int64_t>{0, H}));
+  EXPECT_EQ(c0.sizes(), (std::vector<int64_t>{0, H}));
+}
+
+// The weights' gradient, taken once over all steps, against central differences (float64;
+// tests/util/nn_test_util.h gives the tolerance).
+TEST(UnrolledLstmCell, WeightGradientIsTheDerivative) {
+  torch::manual_seed(43);
+  const auto opt = torch::TensorOptions().dtype(at::kDouble);
+  const int64_t B = 2, U = 3, D = 2, H = 3;
+  at::Tensor w_ih = torch::randn({4 * H, D}, opt), w_hh = torch::randn({4 * H, H}, opt),
+             b_ih = torch::randn({4 * H}, opt);
+  const at::Tensor x = torch::randn({U, B, D}, opt), wh = torch::randn({B, H}, opt);
+  auto loss = [&]() {
+    nn::UnrolledLstmCell cell({w_ih, w_hh, b_ih, {}}, B, U);
+    at::Tensor h, c;
+    for (int64_t i = 0; i < U; ++i) std::tie(h, c) = cell.step({x[i]}, h, c);
+    return (h * wh).sum() + c.sum();
+  };
+  for (at::Tensor* t : {&w_ih, &w_hh, &b_ih}) t->requires_grad_();
+  loss().backward();
+  const std::vector<std::pair<at::Tensor*, const char*>> args = {{&w_ih, "w_ih"}, {&w_hh, "w_hh"}, {&b_ih, "b_ih"}};
+  for (auto [t, name] : args) {
+    const at::Tensor analytic = t->grad().clone();
+    at::Tensor value = t->detach().clone();
+    *t = value;
+    const at::Tensor numeric = numeric_grad([&] { return loss().item<double>(); }, value);
+    expect_grad_close(analytic, numeric, 1e-7, name);
+  }
+}
+
+TEST(UnrolledLstmCell, BadArgumentsAreNamed) {
+  const nn::LstmWeights w{torch::zeros({20, 4}), torch::zeros({20, 5}), torch::zeros({20}), torch::zeros({20})};
+  expect_error([&] { nn::UnrolledLstmCell(w, 2, -1); }, "mona::nn::UnrolledLstmCell: steps: expected >= 0, got -1");
+  expect_error([&] { nn::UnrolledLstmCell({w.w_ih, torch::zeros({20, 4}), w.b_ih, w.b_hh}, 2, 1); },
+               "mona::nn::UnrolledLstmCell: w_hh: expected sizes [4H, H] = [16, 4], got [20, 4]");
+  nn::UnrolledLstmCell cell(w, 2, 1);
+  expect_error([&] { cell.step({torch::zeros({2, 3})}, {}, {}); },
+               "mona::nn::UnrolledLstmCell::step: inputs: expected widths summing to D = 4 (w_ih's), got 3");
+  expect_error([&] { cell.step({torch::zeros({3, 4})}, {}, {}); },
+               "mona::nn::UnrolledLstmCell::step: inputs: expected [B = 2, D_k] of dtype Float, got [3, 4] of Float");
+  expect_error([&] { cell.step({torch::zeros({2, 4})}, torch::zeros({2, 4}), {}); },
+               "mona::nn::UnrolledLstmCell::step: h: expected sizes [B, H] = [2, 5], got [2, 4]");
+  cell.step({torch::zeros({2, 1}), torch::zeros({2, 3})}, {}, {});
+  expect_error([&] { cell.step({torch::zeros({2, 4})}, {}, {}); },
+               "mona::nn::UnrolledLstmCell::step: all 1 steps the cell was made for are taken");
 }
 
 TEST(LstmLayer, BadArgumentsAreNamed) {

@@ -19,6 +19,9 @@
 //     gradients as one GEMM each over all steps.
 //   * lstm_cell is one autograd node per step (two GEMMs and the kernel forward; the kernel
 //     and five GEMMs backward), for decoders whose next input depends on the step's output.
+//   * UnrolledLstmCell is such a decoder's cell over a whole training sequence: per step one
+//     node with one GEMM each way, and the weight gradients taken once, as one GEMM over all
+//     steps, after the last step's backward.
 // The sigmoid and tanh are mona's (mona/core/lstm.h gives their accuracy), so results agree
 // with LibTorch's to rounding, not bit for bit (tests/nn/test_lstm.cc: values and gradients
 // against torch::nn::LSTM and LSTMCell).
@@ -30,7 +33,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <tuple>
+#include <vector>
 
 namespace mona::nn {
 
@@ -63,5 +68,45 @@ LstmLayerOutput lstm_layer(const at::Tensor& x, const LstmWeights& weights, cons
 /// Differentiable in x, h, c and the weights.
 std::tuple<at::Tensor, at::Tensor> lstm_cell(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
                                              const LstmWeights& weights);
+
+/// One LSTM cell stepped through a training sequence whose step i reads what step i-1
+/// produced (a decoder with input feeding: the attention context that h_{i-1} queries is
+/// part of step i's input), so that the steps cannot be one lstm_layer. Each step computes
+/// what lstm_cell(x_i, h_{i-1}, c_{i-1}, weights) computes, to rounding (the input's and
+/// the state's products are one GEMM here, two there); what differs is the backward pass:
+///   * a step is one autograd node: forward one GEMM ([x_i h_{i-1}] [W_ih W_hh]^T, the step's
+///     input pieces and state written side by side into a buffer the cell keeps: no cat
+///     node) and the kernel; backward the kernel and one GEMM (dL/d[x_i h_{i-1}]);
+///   * the weight and bias gradients are one GEMM over all steps
+///     (dL/d[W_ih W_hh] = sum_i dL/dgates_i^T [x_i h_{i-1}]), taken by one node that every
+///     step's gates depend on, after the last step's backward: the parameters receive one
+///     gradient per sequence instead of one per step. Per step this saves four of lstm_cell's
+///     six GEMMs (two of them weight gradients with K = B), the bias sum, the four
+///     accumulations into the parameters' gradients and the cat of the input's pieces.
+/// The weights are read when the cell is made: a change to them afterwards (an optimizer
+/// step) reaches the next cell, not this one.
+///
+/// Shapes: the weights as in LstmWeights (D inputs, H units); a step's input pieces [B, D_k]
+/// with sum_k D_k = D, placed side by side in that order; h, c [B, H]. Dtypes float32 and
+/// float64, CPU, all of one dtype.
+/// Errors: mona::ArgumentError naming the argument and the sizes found; a step beyond
+/// `steps`; first-order backward only (as lstm_cell).
+class UnrolledLstmCell {
+ public:
+  /// The cell of `weights` for at most `steps` steps of `batch` rows (steps, batch >= 0).
+  UnrolledLstmCell(const LstmWeights& weights, int64_t batch, int64_t steps);
+  /// The next step: its input, the concatenation of `inputs` along dim 1, and the previous
+  /// state (h, c) [B, H] (undefined: zeros) -> (h', c') [B, H]. Differentiable in every
+  /// input piece, h, c and the weights.
+  std::tuple<at::Tensor, at::Tensor> step(const std::vector<at::Tensor>& inputs, const at::Tensor& h,
+                                          const at::Tensor& c);
+  /// Steps taken so far.
+  int64_t steps_taken() const;
+
+  struct Shared;  ///< What the steps share (src/nn/lstm.cc).
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
 
 }  // namespace mona::nn

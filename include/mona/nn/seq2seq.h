@@ -22,7 +22,8 @@
 // Decoder (000 Algorithm 1 and A.1): with s_0 = 0 and y_0 = <s>,
 //   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected)
 //   s_i = LSTMCell([Embed(y_{i-1}); c_i], s_{i-1})   (torch::nn::LSTMCell's parameters,
-//                                                      computed by mona::nn::lstm_cell)
+//                                                      computed by mona::nn::lstm_cell; in
+//                                                      training by UnrolledLstmCell)
 //   logits_i = W_o [s_i; c_i] + b_o
 //
 // Loss: cross entropy with teacher forcing against y_1 .. y_U, </s>, averaged over target
