@@ -71,7 +71,8 @@ std::tuple<at::Tensor, at::Tensor> lstm_cell(const at::Tensor& x, const at::Tens
 
 /// One LSTM cell stepped through a training sequence whose step i reads what step i-1
 /// produced (a decoder with input feeding: the attention context that h_{i-1} queries is
-/// part of step i's input), so that the steps cannot be one lstm_layer. Each step computes
+/// part of step i's input, as in 000 Algorithm 1; mona/nn/seq2seq.h), so that the steps
+/// cannot be one lstm_layer. Each step computes
 /// what lstm_cell(x_i, h_{i-1}, c_{i-1}, weights) computes, to rounding (the input's and
 /// the state's products are one GEMM here, two there); what differs is the backward pass:
 ///   * a step is one autograd node: forward one GEMM ([x_i h_{i-1}] [W_ih W_hh]^T, the step's
