@@ -24,6 +24,9 @@ full_pkgs=(
   # LibTorch (CPU). Without an optimised BLAS, Debian's libtorch falls back to the
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
+  # oneDNN: the LSTMs' float32 matrix products (src/nn/lstm.cc), 1.5-1.8x OpenBLAS's at
+  # their sizes (B = 32-64 rows against [512, 128-320] weights; bench/notes.md).
+  libdnnl-dev
   libcli11-dev
   # bench/plain_loop_peer.cc: the online step written as a plain Eigen loop (a peer).
   libeigen3-dev

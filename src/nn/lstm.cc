@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <dnnl.h>
 #include <torch/autograd.h>
 
 #include "check.h"
@@ -14,6 +15,61 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// The matrix products. `out` [M, N] (rows contiguous) = beta * out + a [M, K] b [K, N], beta 0
+// or 1, where a and b may be transposed views (t()) of row-major matrices. float32 goes to
+// oneDNN's sgemm: at these sizes (M = B or B T rows, N and K 64-512) it takes 0.55-0.7 of
+// the time of OpenBLAS's, which LibTorch calls, and its time grows with the rows where
+// OpenBLAS's holds a fixed part per call (bench/notes.md, "The LSTMs' matrix products").
+// float64 and any other layout go to LibTorch.
+bool sgemm_layout(const at::Tensor& m, char& trans, int64_t& ld) {
+  if (m.stride(1) == 1 && m.stride(0) >= std::max<int64_t>(1, m.size(1))) {
+    trans = 'N';
+    ld = m.stride(0);
+    return true;
+  }
+  if (m.stride(0) == 1 && m.stride(1) >= std::max<int64_t>(1, m.size(0))) {
+    trans = 'T';
+    ld = m.stride(1);
+    return true;
+  }
+  return false;
+}
+
+void gemm_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, float beta) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  char ta = 'N', tb = 'N';
+  int64_t lda = 0, ldb = 0;
+  if (out.scalar_type() == at::kFloat && M > 0 && N > 0 && K > 0 && out.stride(1) == 1 && out.stride(0) >= N &&
+      sgemm_layout(a, ta, lda) && sgemm_layout(b, tb, ldb)) {
+    const dnnl_status_t status = dnnl_sgemm(ta, tb, M, N, K, 1.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb,
+                                            beta, out.data_ptr<float>(), out.stride(0));
+    MONA_CHECK(status == dnnl_success, "mona::nn LSTM: oneDNN's sgemm failed (status ", static_cast<int>(status),
+               ") on [", M, ", ", K, "] x [", K, ", ", N, "]");
+    return;
+  }
+  if (beta == 0) {
+    at::Tensor o = out;
+    at::mm_out(o, a, b);
+  } else {
+    out.addmm_(a, b);
+  }
+}
+
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  gemm_into(out, a, b, 0.0f);
+  return out;
+}
+
+// bias (broadcast over the rows) + a b, what at::addmm(bias, a, b) returns.
+at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b) {
+  // (A copy: with one row, expand().contiguous() would return bias itself.)
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  out.copy_(bias.expand({a.size(0), b.size(1)}));
+  gemm_into(out, a, b, 1.0f);
+  return out;
+}
 
 // The kernels of one step on [B, 4H] gates and [B, H] states (contiguous tensors).
 void cell_forward(at::Tensor& gates, const at::Tensor& b_hh, const at::Tensor& c_prev, at::Tensor& c,
@@ -49,13 +105,13 @@ struct LstmLayerFn : torch::autograd::Function<LstmLayerFn> {
     const int64_t B = x.size(0), T = x.size(1), D = x.size(2), H = w_hh.size(1);
     // Time-major, so that each step's rows are contiguous.
     const at::Tensor xs = x.transpose(0, 1).contiguous();
-    at::Tensor gates = at::addmm(b_ih, xs.view({T * B, D}), w_ih.t()).view({T, B, 4 * H});
+    at::Tensor gates = gemm_bias(b_ih, xs.view({T * B, D}), w_ih.t()).view({T, B, 4 * H});
     at::Tensor hs = at::empty({T + 1, B, H}, x.options()), cs = at::empty({T + 1, B, H}, x.options());
     hs[0].copy_(h0);
     cs[0].copy_(c0);
     std::vector<at::Tensor> g = gates.unbind(0), h = hs.unbind(0), c = cs.unbind(0);
     for (int64_t t = 0; t < T; ++t) {
-      g[t].addmm_(h[t], w_hh.t());
+      gemm_into(g[t], h[t], w_hh.t(), 1.0f);
       cell_forward(g[t], b_hh, c[t], c[t + 1], h[t + 1]);
     }
     ctx->save_for_backward({xs, gates, hs, cs, w_ih, w_hh});
@@ -77,15 +133,15 @@ struct LstmLayerFn : torch::autograd::Function<LstmLayerFn> {
     std::vector<at::Tensor> dg = dgates.unbind(0);
     for (int64_t t = T - 1; t >= 0; --t) {
       cell_backward(g[t], c[t], c[t + 1], dhv[t], dc, dg[t], dc);
-      if (t > 0) dhv[t - 1].addmm_(dg[t], w_hh);
+      if (t > 0) gemm_into(dhv[t - 1], dg[t], w_hh, 1.0f);
     }
     const at::Tensor dG = dgates.view({T * B, 4 * H});
     at::Tensor dx, dh0, dc0, dw_ih, dw_hh;
-    if (ctx->needs_input_grad(0)) dx = at::mm(dG, w_ih).view({T, B, D}).transpose(0, 1);
-    if (ctx->needs_input_grad(1)) dh0 = at::mm(dg[0], w_hh);
+    if (ctx->needs_input_grad(0)) dx = gemm(dG, w_ih).view({T, B, D}).transpose(0, 1);
+    if (ctx->needs_input_grad(1)) dh0 = gemm(dg[0], w_hh);
     if (ctx->needs_input_grad(2)) dc0 = dc;
-    if (ctx->needs_input_grad(3)) dw_ih = at::mm(dG.t(), xs.view({T * B, D}));
-    if (ctx->needs_input_grad(4)) dw_hh = at::mm(dG.t(), hs.narrow(0, 0, T).reshape({T * B, H}));
+    if (ctx->needs_input_grad(3)) dw_ih = gemm(dG.t(), xs.view({T * B, D}));
+    if (ctx->needs_input_grad(4)) dw_hh = gemm(dG.t(), hs.narrow(0, 0, T).reshape({T * B, H}));
     auto [db_ih, db_hh] = bias_grads(ctx, dG, 5);
     return {dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh};
   }
@@ -95,8 +151,8 @@ struct LstmCellFn : torch::autograd::Function<LstmCellFn> {
   // x [B, D], h and c [B, H] (contiguous); returns (h', c').
   static variable_list forward(AutogradContext* ctx, at::Tensor x, at::Tensor h, at::Tensor c, at::Tensor w_ih,
                                at::Tensor w_hh, at::Tensor b_ih, at::Tensor b_hh) {
-    at::Tensor gates = at::addmm(b_ih, x, w_ih.t());
-    gates.addmm_(h, w_hh.t());
+    at::Tensor gates = gemm_bias(b_ih, x, w_ih.t());
+    gemm_into(gates, h, w_hh.t(), 1.0f);
     at::Tensor h_new = at::empty_like(c), c_new = at::empty_like(c);
     cell_forward(gates, b_hh, c, c_new, h_new);
     ctx->save_for_backward({x, h, c, w_ih, w_hh, gates, c_new});
@@ -110,10 +166,10 @@ struct LstmCellFn : torch::autograd::Function<LstmCellFn> {
     at::Tensor dgates = at::empty_like(gates), dc = at::empty_like(c);
     cell_backward(gates, c, c_new, grads[0].contiguous(), grads[1].contiguous(), dgates, dc);
     at::Tensor dx, dh, dw_ih, dw_hh;
-    if (ctx->needs_input_grad(0)) dx = at::mm(dgates, w_ih);
-    if (ctx->needs_input_grad(1)) dh = at::mm(dgates, w_hh);
-    if (ctx->needs_input_grad(3)) dw_ih = at::mm(dgates.t(), x);
-    if (ctx->needs_input_grad(4)) dw_hh = at::mm(dgates.t(), h);
+    if (ctx->needs_input_grad(0)) dx = gemm(dgates, w_ih);
+    if (ctx->needs_input_grad(1)) dh = gemm(dgates, w_hh);
+    if (ctx->needs_input_grad(3)) dw_ih = gemm(dgates.t(), x);
+    if (ctx->needs_input_grad(4)) dw_hh = gemm(dgates.t(), h);
     auto [db_ih, db_hh] = bias_grads(ctx, dgates, 5);
     return {dx, dh, ctx->needs_input_grad(2) ? dc : at::Tensor(), dw_ih, dw_hh, db_ih, db_hh};
   }
@@ -170,7 +226,7 @@ struct UnrolledWeightsFn : torch::autograd::Function<UnrolledWeightsFn> {
     const at::Tensor dG = grads[0].contiguous().view({S * B, -1});
     at::Tensor dw_ih, dw_hh;
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
-      const at::Tensor dw = at::mm(dG.t(), xh.view({S * B, K}));
+      const at::Tensor dw = gemm(dG.t(), xh.view({S * B, K}));
       dw_ih = dw.narrow(1, 0, D);
       dw_hh = dw.narrow(1, D, K - D);
     }
@@ -205,7 +261,7 @@ struct UnrolledStepFn : torch::autograd::Function<UnrolledStepFn> {
       at_col += x.size(1);
     }
     xh.narrow(1, s->D, s->H).copy_(h);
-    at::Tensor gates = at::addmm(s->b_ih, xh, s->w.t());  // gates_in adds zeros: not read
+    at::Tensor gates = gemm_bias(s->b_ih, xh, s->w.t());  // gates_in adds zeros: not read
     at::Tensor h_new = at::empty_like(c), c_new = at::empty_like(c);
     cell_forward(gates, s->b_hh, c, c_new, h_new);
     ctx->save_for_backward({c, gates, c_new});
@@ -221,7 +277,7 @@ struct UnrolledStepFn : torch::autograd::Function<UnrolledStepFn> {
     const at::Tensor w = ctx->saved_data["w"].toTensor();
     at::Tensor dgates = at::empty_like(gates), dc = at::empty_like(c);
     cell_backward(gates, c, c_new, grads[0].contiguous(), grads[1].contiguous(), dgates, dc);
-    const at::Tensor dxh = at::mm(dgates, w);  // [B, D + H]
+    const at::Tensor dxh = gemm(dgates, w);  // [B, D + H]
     variable_list out;
     int64_t at_col = 0;
     for (const int64_t width : ctx->saved_data["widths"].toIntVector()) {
