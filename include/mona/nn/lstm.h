@@ -1,5 +1,7 @@
 // mona/nn/lstm.h: the LSTM layer and cell of mona's encoders and decoders, each step one
-// elementwise kernel (mona/core/lstm.h) beside LibTorch's matrix products.
+// elementwise kernel (mona/core/lstm.h) beside the matrix products: oneDNN's sgemm for
+// float32 (at these sizes 0.55-0.7 of the time of OpenBLAS's, which LibTorch calls;
+// bench/notes.md), LibTorch's for float64.
 //
 // The same equations, gate order (input, forget, cell, output) and parameters as
 // torch::nn::LSTM (one unidirectional layer) and torch::nn::LSTMCell:
@@ -22,13 +24,14 @@
 //   * UnrolledLstmCell is such a decoder's cell over a whole training sequence: per step one
 //     node with one GEMM each way, and the weight gradients taken once, as one GEMM over all
 //     steps, after the last step's backward.
-// The sigmoid and tanh are mona's (mona/core/lstm.h gives their accuracy), so results agree
-// with LibTorch's to rounding, not bit for bit (tests/nn/test_lstm.cc: values and gradients
+// The sigmoid and tanh are mona's (mona/core/lstm.h gives their accuracy) and the float32
+// products oneDNN's, so results agree with LibTorch's to rounding, not bit for bit (tests/nn/test_lstm.cc: values and gradients
 // against torch::nn::LSTM and LSTMCell).
 //
 // Dtypes float32 and float64, CPU, all tensors of one dtype. Errors: mona::ArgumentError
 // naming the argument and the sizes found. Backward passes are first order (as in
-// mona/nn/functional.h). Threads: LibTorch's GEMMs and the kernel's OpenMP rows.
+// mona/nn/functional.h). Threads: the GEMMs' and the kernel's OpenMP threads (the calling
+// thread's OpenMP count, which mona::nn::set_threads sets).
 #pragma once
 
 #include <ATen/core/Tensor.h>
