@@ -25,8 +25,10 @@ full_pkgs=(
   # reference BLAS, about 15x slower for matrix products.
   libtorch-dev libopenblas0-pthread
   # oneDNN: the LSTMs' float32 matrix products (src/nn/lstm.cc), 1.5-1.8x OpenBLAS's at
-  # their sizes (B = 32-64 rows against [512, 128-320] weights; bench/notes.md).
-  libdnnl-dev
+  # their sizes (B = 32-64 rows against [512, 128-320] weights; bench/notes.md). Debian
+  # builds it with the OpenCL GPU runtime, so its CMake package needs OpenCL's library and
+  # headers, which libdnnl-dev only recommends (and recommendations are not installed here).
+  libdnnl-dev ocl-icd-opencl-dev
   libcli11-dev
   # bench/plain_loop_peer.cc: the online step written as a plain Eigen loop (a peer).
   libeigen3-dev
