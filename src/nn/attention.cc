@@ -284,6 +284,29 @@ void Attention::reseed_noise(uint64_t seed) {
   sample_rng_.reseed(seed);
 }
 
+UnrolledAttention Attention::unroll(const Memory& memory, int64_t steps) {
+  MONA_CHECK(steps >= 0, "Attention::unroll: steps: expected >= 0, got ", steps);
+  MONA_CHECK(memory.values.defined(), "Attention::unroll: memory: expected a prepared memory (Attention::prepare)");
+  std::unique_ptr<UnrolledEnergy> main, chunk;
+  if (steps_read_energies()) {
+    main = main_energy().unroll(memory.batch(), steps);
+    if (Energy* c = chunk_energy()) chunk = c->unroll(memory.batch(), steps);
+  }
+  return UnrolledAttention(*this, memory, steps, std::move(main), std::move(chunk));
+}
+
+StepOutput UnrolledAttention::step(const at::Tensor& query, const at::Tensor& state) {
+  MONA_CHECK(taken_ < steps_, "UnrolledAttention::step: all ", steps_, " steps of Attention::unroll are taken");
+  StepOutput out = attention_->step_with(StepEnergies{main_.get(), chunk_.get()}, query, memory_, state);
+  ++taken_;
+  return out;
+}
+
+at::Tensor Attention::step_energy(Energy& energy, UnrolledEnergy* unrolled, const at::Tensor& query,
+                                  const at::Tensor& keys) {
+  return unrolled != nullptr ? unrolled->step(query, keys) : energy.forward(query.unsqueeze(1), keys);
+}
+
 at::Tensor Attention::selection_probability(const at::Tensor& energy) {
   if (is_training() && options_.noise_std > 0) {
     const at::Tensor noise = at::randn(energy.sizes(), noise_gen_, energy.options());
@@ -476,9 +499,10 @@ SoftAttention::SoftAttention(const AttentionOptions& options) : Attention(option
   reseed_noise(options_.seed);
 }
 
-StepOutput SoftAttention::step(const at::Tensor& query, const Memory& memory, const at::Tensor&) {
+StepOutput SoftAttention::step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                                    const at::Tensor&) {
   check_query(query, memory, options_.query_dim, "SoftAttention::step");
-  const at::Tensor e = energy->forward(query.unsqueeze(1), memory.keys);
+  const at::Tensor e = step_energy(*energy, energies.main, query, memory.keys);
   StepOutput out;
   out.weights = masked_softmax(e, memory.lengths).squeeze(1);
   out.context = attention_context(out.weights, memory.values);
@@ -521,18 +545,18 @@ MonotonicAttention::MonotonicAttention(const AttentionOptions& options) : Attent
   reseed_noise(options_.seed);
 }
 
-at::Tensor MonotonicAttention::alignment_step(const at::Tensor& query, const Memory& memory,
-                                              const at::Tensor& state, const char* fn) {
+at::Tensor MonotonicAttention::alignment_step(const StepEnergies& energies, const at::Tensor& query,
+                                              const Memory& memory, const at::Tensor& state, const char* fn) {
   check_query(query, memory, options_.query_dim, fn);
   check_state(state, memory, fn);
-  const at::Tensor e = monotonic->forward(query.unsqueeze(1), memory.keys).squeeze(1);
+  const at::Tensor e = step_energy(*monotonic, energies.main, query, memory.keys).squeeze(1);
   return monotonic_alignment_step(selection_probability(e), state, memory.lengths);
 }
 
-StepOutput MonotonicAttention::step(const at::Tensor& query, const Memory& memory,
-                                    const at::Tensor& state) {
+StepOutput MonotonicAttention::step_with(const StepEnergies& energies, const at::Tensor& query,
+                                         const Memory& memory, const at::Tensor& state) {
   StepOutput out;
-  out.state = alignment_step(query, memory, state, "MonotonicAttention::step");
+  out.state = alignment_step(energies, query, memory, state, "MonotonicAttention::step");
   out.weights = out.state;
   out.context = attention_context(out.weights, memory.values);
   return out;
@@ -592,10 +616,11 @@ MoChA::MoChA(const AttentionOptions& options) : MonotonicAttention(options) {
   chunk = register_module("chunk", make_energy(options_.energy, energy_options(options_), false));
 }
 
-StepOutput MoChA::step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
+StepOutput MoChA::step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                            const at::Tensor& state) {
   StepOutput out;
-  out.state = alignment_step(query, memory, state, "MoChA::step");
-  const at::Tensor u = chunk->forward(query.unsqueeze(1), memory.chunk_keys);
+  out.state = alignment_step(energies, query, memory, state, "MoChA::step");
+  const at::Tensor u = step_energy(*chunk, energies.chunk, query, memory.chunk_keys);
   out.weights =
       mocha_chunkwise(out.state.unsqueeze(1), u, options_.chunk_size, memory.lengths).squeeze(1);
   out.context = attention_context(out.weights, memory.values);
@@ -630,13 +655,14 @@ MAtChA::MAtChA(const AttentionOptions& options) : MonotonicAttention(options) {
   chunk = register_module("chunk", make_energy(options_.energy, energy_options(options_), false));
 }
 
-StepOutput MAtChA::step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
+StepOutput MAtChA::step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                             const at::Tensor& state) {
   const char* fn = "MAtChA::step";
   check_query(query, memory, options_.query_dim, fn);
   check_state(state, memory, fn);
   const at::Tensor p =
-      selection_probability(monotonic->forward(query.unsqueeze(1), memory.keys).squeeze(1));
-  const at::Tensor u = chunk->forward(query.unsqueeze(1), memory.chunk_keys);
+      selection_probability(step_energy(*monotonic, energies.main, query, memory.keys).squeeze(1));
+  const at::Tensor u = step_energy(*chunk, energies.chunk, query, memory.chunk_keys);
   StepOutput out;
   out.state = monotonic_alignment_step(p, state, memory.lengths);
   out.weights = matcha_chunkwise(state.unsqueeze(1), p.unsqueeze(1), u, memory.lengths).squeeze(1);

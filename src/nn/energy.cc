@@ -5,6 +5,7 @@
 
 #include "raw_tensor.h"
 #include "mona/nn/functional.h"
+#include "mona/nn/unrolled_linear.h"
 #include "mona/core/error.h"
 
 namespace mona::nn {
@@ -45,6 +46,53 @@ AdditiveEnergy::AdditiveEnergy(const EnergyOptions& o, bool monotonic)
 
 at::Tensor AdditiveEnergy::effective_v() const {
   return monotonic_ ? g * v / v.norm() : v;
+}
+
+namespace {
+
+// Energy::unroll's default: each step is forward() on its query.
+class ForwardEachStep : public UnrolledEnergy {
+ public:
+  ForwardEachStep(Energy& energy, int64_t steps) : energy_(energy), steps_(steps) {}
+  at::Tensor step(const at::Tensor& query, const at::Tensor& keys) override {
+    MONA_CHECK(taken_ < steps_, "mona::nn::UnrolledEnergy::step: all ", steps_, " steps the energy was unrolled for are taken");
+    ++taken_;
+    return energy_.forward(query.unsqueeze(1), keys);
+  }
+
+ private:
+  Energy& energy_;
+  int64_t steps_, taken_ = 0;
+};
+
+// AdditiveEnergy's steps: the query projection unrolled, v (or g v / ||v||) computed once.
+class UnrolledAdditiveEnergy : public UnrolledEnergy {
+ public:
+  UnrolledAdditiveEnergy(UnrolledLinear query_proj, at::Tensor v, at::Tensor r)
+      : query_proj_(std::move(query_proj)), v_(std::move(v)), r_(std::move(r)) {}
+  at::Tensor step(const at::Tensor& query, const at::Tensor& keys) override {
+    at::Tensor e = additive_energy(query_proj_.step(query).unsqueeze(1), keys, v_);
+    if (r_.defined()) e = e + r_;
+    return e;
+  }
+
+ private:
+  UnrolledLinear query_proj_;
+  at::Tensor v_, r_;
+};
+
+}  // namespace
+
+std::unique_ptr<UnrolledEnergy> Energy::unroll(int64_t batch, int64_t steps) {
+  MONA_CHECK(batch >= 0 && steps >= 0, "mona::nn::Energy::unroll: expected batch >= 0 and steps >= 0, got batch ",
+             batch, ", steps ", steps);
+  return std::make_unique<ForwardEachStep>(*this, steps);
+}
+
+std::unique_ptr<UnrolledEnergy> AdditiveEnergy::unroll(int64_t batch, int64_t steps) {
+  return std::make_unique<UnrolledAdditiveEnergy>(
+      UnrolledLinear(query_proj->weight, query_proj->bias, batch, steps), effective_v(),
+      monotonic_ ? r : at::Tensor());
 }
 
 at::Tensor AdditiveEnergy::keys(const at::Tensor& memory) { return memory_proj(memory); }

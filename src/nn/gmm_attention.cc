@@ -326,7 +326,7 @@ at::Tensor GmmAttention::weights_of(const at::Tensor& mu, const at::Tensor& vari
   return alpha.view({B, H, U, T}).sum(1);
 }
 
-StepOutput GmmAttention::step(const at::Tensor& query, const Memory& memory,
+StepOutput GmmAttention::step_with(const StepEnergies&, const at::Tensor& query, const Memory& memory,
                               const at::Tensor& state) {
   const char* fn = "GmmAttention::step";
   detail::check_tensor(query, fn, "query", 2, "[B, Dq]");

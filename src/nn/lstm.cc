@@ -4,72 +4,20 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <dnnl.h>
 #include <torch/autograd.h>
 
 #include "check.h"
 #include "mona/core/lstm.h"
+#include "unrolled.h"
 
 namespace mona::nn {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// The matrix products. `out` [M, N] (rows contiguous) = beta * out + a [M, K] b [K, N], beta 0
-// or 1, where a and b may be transposed views (t()) of row-major matrices. float32 goes to
-// oneDNN's sgemm: at these sizes (M = B or B T rows, N and K 64-512) it takes 0.55-0.7 of
-// the time of OpenBLAS's, which LibTorch calls, and its time grows with the rows where
-// OpenBLAS's holds a fixed part per call (bench/notes.md, "The LSTMs' matrix products").
-// float64 and any other layout go to LibTorch.
-bool sgemm_layout(const at::Tensor& m, char& trans, int64_t& ld) {
-  if (m.stride(1) == 1 && m.stride(0) >= std::max<int64_t>(1, m.size(1))) {
-    trans = 'N';
-    ld = m.stride(0);
-    return true;
-  }
-  if (m.stride(0) == 1 && m.stride(1) >= std::max<int64_t>(1, m.size(0))) {
-    trans = 'T';
-    ld = m.stride(1);
-    return true;
-  }
-  return false;
-}
-
-void gemm_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, float beta) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  char ta = 'N', tb = 'N';
-  int64_t lda = 0, ldb = 0;
-  if (out.scalar_type() == at::kFloat && M > 0 && N > 0 && K > 0 && out.stride(1) == 1 && out.stride(0) >= N &&
-      sgemm_layout(a, ta, lda) && sgemm_layout(b, tb, ldb)) {
-    const dnnl_status_t status = dnnl_sgemm(ta, tb, M, N, K, 1.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb,
-                                            beta, out.data_ptr<float>(), out.stride(0));
-    MONA_CHECK(status == dnnl_success, "mona::nn LSTM: oneDNN's sgemm failed (status ", static_cast<int>(status),
-               ") on [", M, ", ", K, "] x [", K, ", ", N, "]");
-    return;
-  }
-  if (beta == 0) {
-    at::Tensor o = out;
-    at::mm_out(o, a, b);
-  } else {
-    out.addmm_(a, b);
-  }
-}
-
-at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  gemm_into(out, a, b, 0.0f);
-  return out;
-}
-
-// bias (broadcast over the rows) + a b, what at::addmm(bias, a, b) returns.
-at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b) {
-  // (A copy: with one row, expand().contiguous() would return bias itself.)
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  out.copy_(bias.expand({a.size(0), b.size(1)}));
-  gemm_into(out, a, b, 1.0f);
-  return out;
-}
+using detail::gemm;
+using detail::gemm_bias;
+using detail::gemm_into;
 
 // The kernels of one step on [B, 4H] gates and [B, H] states (contiguous tensors).
 void cell_forward(at::Tensor& gates, const at::Tensor& b_hh, const at::Tensor& c_prev, at::Tensor& c,
@@ -204,37 +152,6 @@ at::Tensor state_or_zeros(const at::Tensor& s, int64_t B, int64_t H, const at::T
   return s.contiguous();
 }
 
-// UnrolledLstmCell's weights node, the one place where the weights enter the steps' graph.
-// Forward: a placeholder [steps, B, 4H] of zeros (one stored zero, expanded), of which each
-// step takes its row block as an input that adds nothing to its gates: its gradient is the
-// step's dL/dgates, so this node's backward receives dL/dgates of all steps at once.
-// Backward: the weight and bias gradients as one GEMM and one sum over all steps, with the
-// steps' inputs [x_i h_{i-1}] that the steps wrote into `xh` [steps, B, D + H] (kept in
-// saved_data, not saved as a variable: the steps write it after this node is made).
-struct UnrolledWeightsFn : torch::autograd::Function<UnrolledWeightsFn> {
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor w_ih, at::Tensor w_hh, at::Tensor b_ih, at::Tensor b_hh,
-                            const at::Tensor* xh) {
-    ctx->saved_data["xh"] = *xh;
-    ctx->saved_data["D"] = w_ih.size(1);
-    return at::zeros({1}, w_ih.options()).expand({xh->size(0), xh->size(1), w_ih.size(0)});
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    detail::check_first_order("mona::nn::UnrolledLstmCell", {}, grads);
-    const at::Tensor xh = ctx->saved_data["xh"].toTensor();
-    const int64_t D = ctx->saved_data["D"].toInt(), S = xh.size(0), B = xh.size(1), K = xh.size(2);
-    const at::Tensor dG = grads[0].contiguous().view({S * B, -1});
-    at::Tensor dw_ih, dw_hh;
-    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
-      const at::Tensor dw = gemm(dG.t(), xh.view({S * B, K}));
-      dw_ih = dw.narrow(1, 0, D);
-      dw_hh = dw.narrow(1, D, K - D);
-    }
-    auto [db_ih, db_hh] = bias_grads(ctx, dG, 2);
-    return {dw_ih, dw_hh, db_ih, db_hh, at::Tensor()};
-  }
-};
-
 }  // namespace
 
 struct UnrolledLstmCell::Shared {
@@ -336,7 +253,10 @@ UnrolledLstmCell::UnrolledLstmCell(const LstmWeights& weights, int64_t batch, in
     s.b_ih = w.b_ih.detach();
     s.b_hh = w.b_hh.detach();
   }
-  if (steps > 0) s.gates_in = UnrolledWeightsFn::apply(w.w_ih, w.w_hh, w.b_ih, w.b_hh, &s.xh).unbind(0);
+  if (steps > 0) {
+    const std::vector<at::Tensor> ws{w.w_ih, w.w_hh}, bs{w.b_ih, w.b_hh};
+    s.gates_in = detail::UnrolledWeightsFn::apply(at::TensorList(ws), at::TensorList(bs), &s.xh, fn).unbind(0);
+  }
 }
 
 std::tuple<at::Tensor, at::Tensor> UnrolledLstmCell::step(const std::vector<at::Tensor>& inputs, const at::Tensor& h,

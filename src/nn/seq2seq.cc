@@ -436,10 +436,13 @@ std::pair<at::Tensor, at::Tensor> Decoder::forward(const at::Tensor& y_in, const
   const std::vector<at::Tensor> emb = embedding(y_in).unbind(1);  // U x [B, E]
   // The cell's U steps with their weight gradients taken once, after the last step's
   // backward (mona/nn/lstm.h); each step's input is [embedding, context], side by side.
+  // The attention's U steps likewise: its energies' query projections unrolled the same way
+  // (mona/nn/unrolled_linear.h), what the steps share computed once (Attention::unroll).
   UnrolledLstmCell unrolled(lstm_weights(cell), B, U);
+  UnrolledAttention attention_steps = attention->unroll(memory, U);
   std::vector<at::Tensor> hs, contexts, weights, kept;
   for (int64_t i = 0; i < U; ++i) {
-    StepOutput att = attention->step(h, memory, state);
+    StepOutput att = attention_steps.step(h, state);
     auto hc = unrolled.step({emb[i], att.context}, h, c);
     h = std::get<0>(hc);
     c = std::get<1>(hc);

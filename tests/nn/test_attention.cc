@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -632,6 +633,92 @@ TEST(Attention, HardDecisionsEqualTheSigmoidRuleAtTheThreshold) {
       ASSERT_EQ(out.status, core::ScanStatus::kChose);
       EXPECT_EQ(out.index, expected) << "tau " << tau << " delta " << delta;
     }
+  }
+}
+
+// Attention::unroll's steps against step() (the mechanism's own energies, forward() per
+// step) with a decoder's feedback (query i from context i - 1), in eval and in training
+// mode (the same noise: the generator reseeded before each run): the contexts, weights and
+// states, and the gradients of the first query, the feedback weights, the memory and every
+// parameter. The unrolled query projection sums its weight gradient in one product over all
+// steps where step() adds one per step, and adds its bias in the product: a few roundings
+// apart. float64: 1e-12 relative (to max(1, |reference|)); float32 (2^-24 = 6e-8, through
+// the four steps' cumulative products and softmaxes): 2e-5.
+void expect_unrolled_steps_equal_steps(const std::string& mech, const std::string& energy, at::ScalarType dtype,
+                                       bool training) {
+  SCOPED_TRACE(::testing::Message() << mech << "/" << energy << " " << dtype << (training ? " training" : " eval"));
+  torch::manual_seed(4);
+  const auto o = small_options(energy);
+  auto att = make(mech, o);
+  att->to(dtype);
+  if (training) att->train();
+  const int64_t B = 2, U = 4, T = 6;
+  const auto opt = torch::TensorOptions().dtype(dtype);
+  Batch b = random_batch(B, U, T, o);
+  at::Tensor memory = b.memory.to(dtype).requires_grad_();
+  at::Tensor q0 = b.queries.select(1, 0).to(dtype).requires_grad_();
+  at::Tensor feed = torch::randn({o.memory_dim, o.query_dim}, opt).requires_grad_();
+  const at::Tensor wc = torch::randn({U, B, o.memory_dim}, opt), ww = torch::randn({U, B, T}, opt);
+  auto run = [&](bool unrolled, std::vector<at::Tensor>& outputs) {
+    att->reseed_noise(11);
+    const nn::Memory m = att->prepare(memory, b.lengths);
+    std::unique_ptr<nn::UnrolledAttention> steps;
+    if (unrolled) steps = std::make_unique<nn::UnrolledAttention>(att->unroll(m, U + 1));
+    at::Tensor q = q0, state = att->initial_state(m), loss = torch::zeros({}, opt);
+    for (int64_t i = 0; i < U; ++i) {
+      const nn::StepOutput out = unrolled ? steps->step(q, state) : att->step(q, m, state);
+      loss = loss + (out.context * wc[i]).sum() + (out.weights * ww[i]).sum();
+      outputs.push_back(out.context);
+      outputs.push_back(out.weights);
+      if (out.state.defined()) outputs.push_back(out.state);
+      state = out.state;
+      q = torch::tanh(q + torch::mm(out.context, feed));
+    }
+    att->zero_grad();
+    for (at::Tensor* t : {&memory, &q0, &feed}) t->mutable_grad() = at::Tensor();
+    loss.backward();
+    outputs.push_back(loss);
+    for (at::Tensor* t : {&memory, &q0, &feed}) outputs.push_back(t->grad().clone());
+    for (auto& p : att->parameters()) outputs.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  };
+  std::vector<at::Tensor> mona, ref;
+  run(true, mona);
+  run(false, ref);
+  ASSERT_EQ(mona.size(), ref.size());
+  const double tol = dtype == at::kDouble ? 1e-12 : 2e-5;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    const double scale = std::max(1.0, ref[k].abs().max().item<double>());
+    const double err = (mona[k] - ref[k]).abs().max().item<double>();
+    EXPECT_LE(err, tol * scale) << "output " << k << " of " << ref.size() << ": max error " << err;
+  }
+}
+
+TEST(Attention, UnrolledStepsEqualSteps) {
+  for (const std::string energy : {"additive", "dot"}) {
+    for (const std::string mech : {"soft", "monotonic", "mocha", "matcha", "gmm", "sagmm"}) {
+      for (const bool training : {false, true}) {
+        expect_unrolled_steps_equal_steps(mech, energy, at::kDouble, training);
+      }
+    }
+  }
+  for (const std::string mech : {"monotonic", "mocha", "matcha"}) expect_unrolled_steps_equal_steps(mech, "additive", at::kFloat, true);
+}
+
+// The unrolled steps end where unroll() said, and a bad query is named as step() names it.
+TEST(Attention, UnrolledStepsCheckTheirArguments) {
+  auto o = small_options();
+  for (const std::string mech : {"mocha", "gmm"}) {
+    auto att = make(mech, o);
+    Batch b = random_batch(2, 2, 5, o);
+    const nn::Memory m = att->prepare(b.memory, b.lengths);
+    nn::UnrolledAttention steps = att->unroll(m, 1);
+    expect_error([&] { steps.step(torch::zeros({2, 5}, torch::kDouble), att->initial_state(m)); },
+                 mech == "gmm" ? "GmmAttention::step: query: expected [B, Dq] = [2, 3], got [2, 5]"
+                               : "MoChA::step: query");
+    steps.step(b.queries.select(1, 0), att->initial_state(m));
+    expect_error([&] { steps.step(b.queries.select(1, 1), att->initial_state(m)); },
+                 "UnrolledAttention::step: all 1 steps of Attention::unroll are taken");
+    expect_error([&] { att->unroll(m, -1); }, "Attention::unroll: steps: expected >= 0, got -1");
   }
 }
 

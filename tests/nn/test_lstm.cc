@@ -1,7 +1,10 @@
 // mona::nn::lstm_layer, lstm_cell and UnrolledLstmCell (mona/nn/lstm.h) against
 // torch::nn::LSTM and torch::nn::LSTMCell, an independent implementation of the same equations: outputs,
-// final states and the gradients of every input and parameter, in float64 and float32.
+// final states and the gradients of every input and parameter, in float64 and float32; and
+// UnrolledLinear (mona/nn/unrolled_linear.h), whose weights enter the graph through the same
+// node, against torch::nn::Linear.
 #include "mona/nn/lstm.h"
+#include "mona/nn/unrolled_linear.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -317,6 +320,127 @@ TEST(UnrolledLstmCell, BadArgumentsAreNamed) {
   cell.step({torch::zeros({2, 1}), torch::zeros({2, 3})}, {}, {});
   expect_error([&] { cell.step({torch::zeros({2, 4})}, {}, {}); },
                "mona::nn::UnrolledLstmCell::step: all 1 steps the cell was made for are taken");
+}
+
+// UnrolledLinear stepped as the attention energies step their query projection: step i's
+// input computed from step i-1's output (a decoder's feedback), against torch::nn::Linear:
+// the loss and the gradients of the first input, the feedback weights and the parameters.
+// Made for one step more than it takes.
+void check_unrolled_linear(at::ScalarType dtype, int64_t B, int64_t U, bool bias, bool weights_need_grad) {
+  SCOPED_TRACE(::testing::Message() << dtype << " B=" << B << " U=" << U << (bias ? "" : ", no bias")
+                                    << (weights_need_grad ? "" : ", weights without gradient"));
+  torch::manual_seed(static_cast<uint64_t>(53 + B * 10 + U));
+  const int64_t K = 3, N = 5;
+  torch::nn::Linear ref(torch::nn::LinearOptions(K, N).bias(bias));
+  ref->to(dtype);
+  for (auto& p : ref->parameters()) p.requires_grad_(weights_need_grad);
+  const auto opt = torch::TensorOptions().dtype(dtype);
+  at::Tensor x0 = torch::randn({B, K}, opt).requires_grad_(), feed = torch::randn({N, K}, opt).requires_grad_();
+  const at::Tensor wy = torch::randn({U, B, N}, opt);
+  auto run = [&](bool use_mona) {
+    nn::UnrolledLinear layer(ref->weight, bias ? ref->bias : at::Tensor(), B, U + 1);
+    at::Tensor x = x0, loss = torch::zeros({}, opt);
+    for (int64_t i = 0; i < U; ++i) {
+      const at::Tensor y = use_mona ? layer.step(x) : ref->forward(x);
+      loss = loss + (y * wy[i]).sum();
+      x = torch::tanh(torch::mm(y, feed));
+    }
+    if (use_mona) {
+      EXPECT_EQ(layer.steps_taken(), U);
+    }
+    return loss + x.sum();
+  };
+  auto take_input_grads = [&] {
+    std::vector<at::Tensor> g;
+    for (at::Tensor* t : {&x0, &feed}) {
+      g.push_back(t->grad().clone());
+      t->mutable_grad() = at::Tensor();
+    }
+    return g;
+  };
+  const at::Tensor mona_loss = run(true);
+  mona_loss.backward();
+  const std::vector<at::Tensor> mona_grads = weights_need_grad ? take_grads(*ref) : std::vector<at::Tensor>{};
+  const std::vector<at::Tensor> mona_input_grads = take_input_grads();
+  const at::Tensor ref_loss = run(false);
+  ref_loss.backward();
+  expect_close(mona_loss, ref_loss, "loss");
+  const std::vector<at::Tensor> ref_input_grads = take_input_grads();
+  expect_close(mona_input_grads[0], ref_input_grads[0], "dL/dx0");
+  expect_close(mona_input_grads[1], ref_input_grads[1], "dL/d(feedback weights)");
+  if (!weights_need_grad) return;
+  const std::vector<at::Tensor> ref_grads = take_grads(*ref);
+  const auto params = ref->named_parameters(false).keys();
+  ASSERT_EQ(mona_grads.size(), ref_grads.size());
+  for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + params[k]);
+}
+
+TEST(UnrolledLinear, MatchesTorchLinearSteps) {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    check_unrolled_linear(dtype, 3, 4, true, true);
+    check_unrolled_linear(dtype, 1, 1, true, true);
+    check_unrolled_linear(dtype, 2, 3, false, true);
+    check_unrolled_linear(dtype, 2, 2, true, false);
+  }
+}
+
+// Without autograd the steps' values are at::linear's; a batch of no rows gives [0, N].
+TEST(UnrolledLinear, WithoutGradientAndEmptyBatch) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(59);
+  const at::Tensor w = torch::randn({4, 3}, at::kDouble), b = torch::randn({4}, at::kDouble);
+  nn::UnrolledLinear layer(w, b, 2, 2);
+  for (int i = 0; i < 2; ++i) {
+    const at::Tensor x = torch::randn({2, 3}, at::kDouble);
+    expect_close(layer.step(x), at::linear(x, w, b), "y");
+  }
+  nn::UnrolledLinear empty(w, {}, 0, 1);
+  EXPECT_EQ(empty.step(torch::zeros({0, 3}, at::kDouble)).sizes(), (std::vector<int64_t>{0, 4}));
+}
+
+// The weight and bias gradients, taken once over all steps, against central differences
+// (float64; tests/util/nn_test_util.h gives the tolerance).
+TEST(UnrolledLinear, WeightGradientIsTheDerivative) {
+  torch::manual_seed(61);
+  const auto opt = torch::TensorOptions().dtype(at::kDouble);
+  const int64_t B = 2, U = 3, K = 3, N = 2;
+  at::Tensor w = torch::randn({N, K}, opt), b = torch::randn({N}, opt);
+  const at::Tensor x0 = torch::randn({B, K}, opt), feed = torch::randn({N, K}, opt), wy = torch::randn({B, N}, opt);
+  auto loss = [&]() {
+    nn::UnrolledLinear layer(w, b, B, U);
+    at::Tensor x = x0, y;
+    for (int64_t i = 0; i < U; ++i) {
+      y = layer.step(x);
+      x = torch::tanh(torch::mm(y, feed));
+    }
+    return (y * wy).sum() + x.sum();
+  };
+  for (at::Tensor* t : {&w, &b}) t->requires_grad_();
+  loss().backward();
+  const std::vector<std::pair<at::Tensor*, const char*>> args = {{&w, "weight"}, {&b, "bias"}};
+  for (auto [t, name] : args) {
+    const at::Tensor analytic = t->grad().clone();
+    at::Tensor value = t->detach().clone();
+    *t = value;
+    const at::Tensor numeric = numeric_grad([&] { return loss().item<double>(); }, value);
+    expect_grad_close(analytic, numeric, 1e-7, name);
+  }
+}
+
+TEST(UnrolledLinear, BadArgumentsAreNamed) {
+  const at::Tensor w = torch::zeros({4, 3}), b = torch::zeros({4});
+  expect_error([&] { nn::UnrolledLinear(w, b, 2, -1); }, "mona::nn::UnrolledLinear: steps: expected >= 0, got -1");
+  expect_error([&] { nn::UnrolledLinear(w, b, -2, 1); }, "mona::nn::UnrolledLinear: batch: expected >= 0, got -2");
+  expect_error([&] { nn::UnrolledLinear(torch::zeros({4}), b, 2, 1); },
+               "mona::nn::UnrolledLinear: weight: expected 2 dims [N, K], got [4]");
+  expect_error([&] { nn::UnrolledLinear(w, torch::zeros({3}), 2, 1); },
+               "mona::nn::UnrolledLinear: bias: expected [N = 4] of dtype Float (weight's), got [3] of Float");
+  nn::UnrolledLinear layer(w, b, 2, 1);
+  expect_error([&] { layer.step(torch::zeros({2, 4})); },
+               "mona::nn::UnrolledLinear::step: x: expected [B = 2, K = 3] of dtype Float, got [2, 4] of Float");
+  layer.step(torch::zeros({2, 3}));
+  expect_error([&] { layer.step(torch::zeros({2, 3})); },
+               "mona::nn::UnrolledLinear::step: all 1 steps the layer was made for are taken");
 }
 
 TEST(LstmLayer, BadArgumentsAreNamed) {

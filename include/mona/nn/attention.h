@@ -22,7 +22,9 @@
 //              step of hard monotonic attention on raw arrays, checked once per stream.
 // step() and forward() compute exactly the same weights (forward is step unrolled with
 // the previous alignment fed back); both are differentiable in the query, the memory and
-// the parameters.
+// the parameters. unroll() gives an RNN decoder's steps over one training sequence: each
+// step what step() computes, with what the steps share (the energies' normalised v, their
+// query projections' weight gradients) computed once per sequence instead of once per step.
 //
 // Training noise (002 sec. 2.5): in training mode, p = sigmoid(e + noise_std * N(0, 1)),
 // drawn from the module's own generator (seed in AttentionOptions, reseed with
@@ -109,6 +111,13 @@ struct StepOutput {
   at::Tensor context;  ///< c_i [B, Dh]
   at::Tensor weights;  ///< attention weights over the memory [B, T]
   at::Tensor state;    ///< alpha_i [B, T] (monotonic mechanisms), undefined for soft
+};
+
+/// The energies a training step reads (Attention::step_with): a training sequence's
+/// unrolled energies (Attention::unroll) where set, else the mechanism's own.
+struct StepEnergies {
+  UnrolledEnergy* main = nullptr;   ///< the steps of main_energy(), or null
+  UnrolledEnergy* chunk = nullptr;  ///< the steps of chunk_energy(), or null
 };
 
 /// Result of a whole-sequence forward.
@@ -209,6 +218,8 @@ struct HardStepOutput {
   int64_t chunk_energies = 0;      ///< chunk / soft energies evaluated by this call
 };
 
+class UnrolledAttention;
+
 /// The interface every mechanism implements (see the header comment).
 class Attention : public torch::nn::Module {
  public:
@@ -223,8 +234,15 @@ class Attention : public torch::nn::Module {
   /// Initial state: alpha_0 [B, T] with all mass on entry 0 (undefined for soft).
   virtual at::Tensor initial_state(const Memory& memory) const;
   /// Training step for RNN decoders: query s_{i-1} [B, Dq], previous state.
-  virtual StepOutput step(const at::Tensor& query, const Memory& memory,
-                          const at::Tensor& state) = 0;
+  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
+    return step_with(StepEnergies{}, query, memory, state);
+  }
+  /// The steps of one training sequence through `memory`, for an RNN decoder whose step i's
+  /// query is the state step i-1 produced: at most `steps` steps (>= 0), each computing what
+  /// step() computes for its query and state, to rounding (tests/nn/test_attention.cc), with
+  /// the mechanism's energies unrolled (Energy::unroll). The parameters are read when the
+  /// steps are made (an optimizer step reaches the next sequence's). `memory` is kept.
+  UnrolledAttention unroll(const Memory& memory, int64_t steps);
   /// Whole output sequence: queries [B, U, Dq], optional output lengths [B].
   virtual SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                                  const at::Tensor& out_lengths = {}) = 0;
@@ -276,6 +294,18 @@ class Attention : public torch::nn::Module {
   virtual Energy& main_energy() = 0;
   /// The chunk energy (MoChA, MAtChA), or null.
   virtual Energy* chunk_energy() { return nullptr; }
+  friend class UnrolledAttention;  // calls step_with()
+  /// step() with the energies of `energies` where set (an unrolled sequence's), else the
+  /// mechanism's own.
+  virtual StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                               const at::Tensor& state) = 0;
+  /// Whether step_with reads main_energy() and chunk_energy() (so that unroll() unrolls
+  /// them): the GMM family's steps read neither.
+  virtual bool steps_read_energies() const { return true; }
+  /// One step's energies [B, 1, T] of `energy` (or of its steps `unrolled`, when not null):
+  /// query [B, Dq] against keys [B, T, Dk].
+  static at::Tensor step_energy(Energy& energy, UnrolledEnergy* unrolled, const at::Tensor& query,
+                                const at::Tensor& keys);
   /// p = sigmoid(e + noise) with noise in training mode only.
   at::Tensor selection_probability(const at::Tensor& energy);
   /// Hard monotonic scan over `memory` for one query, into `out` (all fields reset); on
@@ -292,6 +322,24 @@ class Attention : public torch::nn::Module {
   core::Rng sample_rng_;
 };
 
+/// One training sequence's steps through an attention mechanism (Attention::unroll).
+class UnrolledAttention {
+ public:
+  /// The next step: query s_{i-1} [B, Dq] and the previous state, as for Attention::step.
+  /// Errors: those of Attention::step, and a step beyond the `steps` of Attention::unroll.
+  StepOutput step(const at::Tensor& query, const at::Tensor& state);
+
+ private:
+  friend class Attention;
+  UnrolledAttention(Attention& attention, const Memory& memory, int64_t steps, std::unique_ptr<UnrolledEnergy> main,
+                    std::unique_ptr<UnrolledEnergy> chunk)
+      : attention_(&attention), memory_(memory), steps_(steps), main_(std::move(main)), chunk_(std::move(chunk)) {}
+  Attention* attention_;
+  Memory memory_;
+  int64_t steps_, taken_ = 0;
+  std::unique_ptr<UnrolledEnergy> main_, chunk_;
+};
+
 /// Builds the energy named by `kind` ("additive" | "dot"); `monotonic` selects 002 eq. 16
 /// over eq. 15 for the additive kind.
 std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions& options,
@@ -302,7 +350,6 @@ std::shared_ptr<Energy> make_energy(const std::string& kind, const EnergyOptions
 class SoftAttention : public Attention {
  public:
   explicit SoftAttention(const AttentionOptions& options);
-  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
@@ -312,6 +359,8 @@ class SoftAttention : public Attention {
   std::shared_ptr<Energy> energy;
 
  protected:
+  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                       const at::Tensor& state) override;
   Energy& main_energy() override { return *energy; }
 };
 
@@ -319,7 +368,6 @@ class SoftAttention : public Attention {
 class MonotonicAttention : public Attention {
  public:
   explicit MonotonicAttention(const AttentionOptions& options);
-  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
@@ -328,19 +376,20 @@ class MonotonicAttention : public Attention {
   std::shared_ptr<Energy> monotonic;
 
  protected:
+  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                       const at::Tensor& state) override;
   Energy& main_energy() override { return *monotonic; }
   /// One step's expected alignment alpha_i [B, T] (002 eq. 13) from the query and alpha_{i-1}
   /// (`state`), argument checks included: step() without the context, which MoChA and
   /// MAtChA build from their own chunk weights.
-  at::Tensor alignment_step(const at::Tensor& query, const Memory& memory, const at::Tensor& state,
-                            const char* fn);
+  at::Tensor alignment_step(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                            const at::Tensor& state, const char* fn);
 };
 
 /// MoChA with chunk size w = options.chunk_size (000).
 class MoChA : public MonotonicAttention {
  public:
   explicit MoChA(const AttentionOptions& options);
-  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
@@ -351,6 +400,8 @@ class MoChA : public MonotonicAttention {
   std::shared_ptr<Energy> chunk;
 
  protected:
+  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                       const at::Tensor& state) override;
   Energy* chunk_energy() override { return chunk.get(); }
 };
 
@@ -358,7 +409,6 @@ class MoChA : public MonotonicAttention {
 class MAtChA : public MonotonicAttention {
  public:
   explicit MAtChA(const AttentionOptions& options);
-  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
@@ -366,6 +416,8 @@ class MAtChA : public MonotonicAttention {
   std::shared_ptr<Energy> chunk;
 
  protected:
+  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                       const at::Tensor& state) override;
   Energy* chunk_energy() override { return chunk.get(); }
 };
 

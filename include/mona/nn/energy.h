@@ -11,7 +11,10 @@
 //
 // keys(h) gives k_j = W_h h_j (additive) or W h_j (dot), shape [..., T, Dk]. forward()
 // scores a batch of queries against the keys, with autograd (the additive energies' tanh
-// and product with v as one fused kernel each way, mona::nn::additive_energy). scorer() prepares one query
+// and product with v as one fused kernel each way, mona::nn::additive_energy). unroll()
+// scores the queries of an RNN decoder's training steps, one step at a time, with what the
+// steps share computed once per sequence (the additive energies' v, their query
+// projection's weight gradients). scorer() prepares one query
 // for online decoding: EnergyScorer evaluates e_j for a single key from raw memory, with
 // no tensor allocation, so that the hard online step pays for the entries it inspects only.
 //
@@ -24,6 +27,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 
 #include "mona/core/scan.h"
 
@@ -62,6 +66,16 @@ struct EnergyScorer {
   }
 };
 
+/// An energy's steps over one training sequence (Energy::unroll): the energies of each
+/// step's query, as Energy::forward gives them for that query alone, to rounding.
+class UnrolledEnergy {
+ public:
+  virtual ~UnrolledEnergy() = default;
+  /// The next step's energies: query [B, Dq] against keys [B, T, Dk] -> [B, 1, T] (autograd).
+  /// Errors: those of Energy::forward, and a step beyond the `steps` of Energy::unroll.
+  virtual at::Tensor step(const at::Tensor& query, const at::Tensor& keys) = 0;
+};
+
 /// Common interface of the energy functions.
 class Energy : public torch::nn::Module {
  public:
@@ -69,6 +83,13 @@ class Energy : public torch::nn::Module {
   virtual at::Tensor keys(const at::Tensor& memory) = 0;
   /// Energies of queries [B, U, Dq] against keys [B, T, Dk] -> [B, U, T] (autograd).
   virtual at::Tensor forward(const at::Tensor& queries, const at::Tensor& keys) = 0;
+  /// The steps of one training sequence of `batch` rows and at most `steps` steps, where
+  /// step i's query is known only after step i-1 (Attention::unroll). By default each step
+  /// calls forward() with that query; the additive energies compute what the steps share
+  /// once (the normalised v of 002 eq. 16) and take their query projection's weight
+  /// gradients once for all steps (mona/nn/unrolled_linear.h). The parameters are read
+  /// when the steps are made.
+  virtual std::unique_ptr<UnrolledEnergy> unroll(int64_t batch, int64_t steps);
   /// One query [Dq] prepared for scoring single keys online (no autograd).
   virtual EnergyScorer scorer(const at::Tensor& query) = 0;
   /// For an energy of the form e = scale * <query, key> + offset (the query used as it is):
@@ -100,6 +121,7 @@ class AdditiveEnergy : public Energy {
   explicit AdditiveEnergy(const EnergyOptions& options, bool monotonic = false);
   at::Tensor keys(const at::Tensor& memory) override;
   at::Tensor forward(const at::Tensor& queries, const at::Tensor& keys) override;
+  std::unique_ptr<UnrolledEnergy> unroll(int64_t batch, int64_t steps) override;
   EnergyScorer scorer(const at::Tensor& query) override;
   int64_t key_dim() const override { return dim_; }
 

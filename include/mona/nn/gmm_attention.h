@@ -151,8 +151,6 @@ class GmmAttention : public Attention {
   GmmAttention(const AttentionOptions& options, bool source_aware, core::GmmWindow window);
   /// mu(i-1) [B, H] of zeros.
   at::Tensor initial_state(const Memory& memory) const override;
-  /// state = mu(i-1) [B, H]; StepOutput.state = mu(i) [B, H].
-  StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) override;
   /// SequenceOutput.alignment = alpha (same as weights).
   SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                          const at::Tensor& out_lengths = {}) override;
@@ -195,6 +193,11 @@ class GmmAttention : public Attention {
   std::shared_ptr<Energy> position_energy;  ///< K W_delta of eq. 9 (keys [.., T, H])
 
  protected:
+  /// step(): state = mu(i-1) [B, H]; StepOutput.state = mu(i) [B, H]. Reads no energy (the
+  /// position energy's keys are the memory's, read as they are).
+  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+                       const at::Tensor& state) override;
+  bool steps_read_energies() const override { return false; }
   Energy& main_energy() override { return *position_energy; }
   /// alpha [B, U, T] from mu, variance, weights [B, U, H] (heads folded into the batch).
   at::Tensor weights_of(const at::Tensor& mu, const at::Tensor& variance,

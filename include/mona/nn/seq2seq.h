@@ -20,7 +20,8 @@
 //   deviation held as buffers of the model (estimated on the training data by the trainer).
 //
 // Decoder (000 Algorithm 1 and A.1): with s_0 = 0 and y_0 = <s>,
-//   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected)
+//   c_i = Attend(s_{i-1}, h)                          (any mechanism; training: expected,
+//                                                      Attention::unroll's steps)
 //   s_i = LSTMCell([Embed(y_{i-1}); c_i], s_{i-1})   (torch::nn::LSTMCell's parameters,
 //                                                      computed by mona::nn::lstm_cell; in
 //                                                      training by UnrolledLstmCell)

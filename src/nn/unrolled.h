@@ -1,0 +1,130 @@
+// Internal: the matrix products of mona's LSTMs and unrolled layers (lstm.cc,
+// unrolled_linear.cc), and the node through which an unrolled layer's weights enter the
+// graph of a training sequence (UnrolledLstmCell, UnrolledLinear).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <dnnl.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "check.h"
+
+namespace mona::nn::detail {
+
+// The matrix products. `out` [M, N] (rows contiguous) = beta * out + a [M, K] b [K, N], beta 0
+// or 1, where a and b may be transposed views (t()) of row-major matrices. float32 goes to
+// oneDNN's sgemm: at these sizes (M = B or B T rows, N and K 64-512) it takes 0.55-0.7 of
+// the time of OpenBLAS's, which LibTorch calls, and its time grows with the rows where
+// OpenBLAS's holds a fixed part per call (bench/notes.md, "The LSTMs' matrix products").
+// float64 and any other layout go to LibTorch.
+inline bool sgemm_layout(const at::Tensor& m, char& trans, int64_t& ld) {
+  if (m.stride(1) == 1 && m.stride(0) >= std::max<int64_t>(1, m.size(1))) {
+    trans = 'N';
+    ld = m.stride(0);
+    return true;
+  }
+  if (m.stride(0) == 1 && m.stride(1) >= std::max<int64_t>(1, m.size(0))) {
+    trans = 'T';
+    ld = m.stride(1);
+    return true;
+  }
+  return false;
+}
+
+inline void gemm_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, float beta) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  char ta = 'N', tb = 'N';
+  int64_t lda = 0, ldb = 0;
+  if (out.scalar_type() == at::kFloat && M > 0 && N > 0 && K > 0 && out.stride(1) == 1 && out.stride(0) >= N &&
+      sgemm_layout(a, ta, lda) && sgemm_layout(b, tb, ldb)) {
+    const dnnl_status_t status = dnnl_sgemm(ta, tb, M, N, K, 1.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb,
+                                            beta, out.data_ptr<float>(), out.stride(0));
+    MONA_CHECK(status == dnnl_success, "mona::nn: oneDNN's sgemm failed (status ", static_cast<int>(status), ") on [",
+               M, ", ", K, "] x [", K, ", ", N, "]");
+    return;
+  }
+  if (beta == 0) {
+    at::Tensor o = out;
+    at::mm_out(o, a, b);
+  } else {
+    out.addmm_(a, b);
+  }
+}
+
+inline at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  gemm_into(out, a, b, 0.0f);
+  return out;
+}
+
+// bias (broadcast over the rows) + a b, what at::addmm(bias, a, b) returns.
+inline at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b) {
+  // (A copy: with one row, expand().contiguous() would return bias itself.)
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  out.copy_(bias.expand({a.size(0), b.size(1)}));
+  gemm_into(out, a, b, 1.0f);
+  return out;
+}
+
+// An unrolled layer's weights node, the one place where the weights enter the graph of the
+// layer's steps over a training sequence. The layer's product is x_i W^T (+ biases), W
+// [N, K] the weights side by side (column blocks, e.g. [W_ih W_hh]), x_i [B, K].
+// Forward: a placeholder [steps, B, N] of zeros (one stored zero, expanded), of which each
+// step takes its row block as an input that adds nothing to its output: its gradient is the
+// step's dL/d(x_i W^T), so this node's backward receives that gradient for all steps at once.
+// Backward: the weights' gradients as one GEMM over all steps (sum_i dL/d(x_i W^T)^T x_i,
+// split into the blocks) and every bias's gradient as one sum, with the steps' inputs x_i
+// that the steps wrote into `inputs` [steps, B, K] (kept in saved_data, not saved as a
+// variable: the steps write it after this node is made). `fn` names the layer in errors.
+struct UnrolledWeightsFn : torch::autograd::Function<UnrolledWeightsFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList weights, at::TensorList biases,
+                            const at::Tensor* inputs, const char* fn) {
+    std::vector<int64_t> widths;
+    for (const at::Tensor& w : weights) widths.push_back(w.size(1));
+    ctx->saved_data["inputs"] = *inputs;
+    ctx->saved_data["widths"] = widths;
+    ctx->saved_data["biases"] = static_cast<int64_t>(biases.size());
+    ctx->saved_data["fn"] = std::string(fn);
+    return at::zeros({1}, weights[0].options()).expand({inputs->size(0), inputs->size(1), weights[0].size(0)});
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const std::string fn = ctx->saved_data["fn"].toStringRef();
+    check_first_order(fn.c_str(), {}, grads);
+    const at::Tensor x = ctx->saved_data["inputs"].toTensor();
+    const std::vector<int64_t> widths = ctx->saved_data["widths"].toIntVector();
+    const int64_t n_weights = static_cast<int64_t>(widths.size()), n_biases = ctx->saved_data["biases"].toInt();
+    const int64_t S = x.size(0), B = x.size(1), K = x.size(2);
+    const at::Tensor dY = grads[0].contiguous().view({S * B, -1});
+    torch::autograd::variable_list out;
+    bool any_weight = false;
+    for (int64_t k = 0; k < n_weights; ++k) any_weight = any_weight || ctx->needs_input_grad(k);
+    const at::Tensor dW = any_weight ? gemm(dY.t(), x.view({S * B, K})) : at::Tensor();
+    int64_t col = 0;
+    for (int64_t k = 0; k < n_weights; ++k) {
+      out.push_back(ctx->needs_input_grad(k) ? dW.narrow(1, col, widths[k]) : at::Tensor());
+      col += widths[k];
+    }
+    // Every bias gets the same sum, each its own tensor (parameters' .grad never share storage).
+    at::Tensor db;
+    for (int64_t k = 0; k < n_biases; ++k) {
+      if (!ctx->needs_input_grad(n_weights + k)) {
+        out.push_back(at::Tensor());
+      } else if (!db.defined()) {
+        db = dY.sum(0);
+        out.push_back(db);
+      } else {
+        out.push_back(db.clone());
+      }
+    }
+    out.push_back(at::Tensor());  // inputs
+    out.push_back(at::Tensor());  // fn
+    return out;
+  }
+};
+
+}  // namespace mona::nn::detail
