@@ -287,24 +287,29 @@ void Attention::reseed_noise(uint64_t seed) {
 UnrolledAttention Attention::unroll(const Memory& memory, int64_t steps) {
   MONA_CHECK(steps >= 0, "Attention::unroll: steps: expected >= 0, got ", steps);
   MONA_CHECK(memory.values.defined(), "Attention::unroll: memory: expected a prepared memory (Attention::prepare)");
-  std::unique_ptr<UnrolledEnergy> main, chunk;
-  if (steps_read_energies()) {
-    main = main_energy().unroll(memory.batch(), steps);
-    if (Energy* c = chunk_energy()) chunk = c->unroll(memory.batch(), steps);
-  }
-  return UnrolledAttention(*this, memory, steps, std::move(main), std::move(chunk));
+  return UnrolledAttention(*this, memory, steps, share_steps(memory, steps));
+}
+
+std::unique_ptr<SharedSteps> Attention::share_steps(const Memory& memory, int64_t steps) {
+  auto shared = std::make_unique<SharedSteps>();
+  shared->main = main_energy().unroll(memory.batch(), steps);
+  if (Energy* chunk = chunk_energy()) shared->chunk = chunk->unroll(memory.batch(), steps);
+  return shared;
 }
 
 StepOutput UnrolledAttention::step(const at::Tensor& query, const at::Tensor& state) {
   MONA_CHECK(taken_ < steps_, "UnrolledAttention::step: all ", steps_, " steps of Attention::unroll are taken");
-  StepOutput out = attention_->step_with(StepEnergies{main_.get(), chunk_.get()}, query, memory_, state);
+  StepOutput out = attention_->step_with(shared_.get(), query, memory_, state);
   ++taken_;
   return out;
 }
 
-at::Tensor Attention::step_energy(Energy& energy, UnrolledEnergy* unrolled, const at::Tensor& query,
-                                  const at::Tensor& keys) {
-  return unrolled != nullptr ? unrolled->step(query, keys) : energy.forward(query.unsqueeze(1), keys);
+at::Tensor Attention::main_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys) {
+  return shared != nullptr ? shared->main->step(query, keys) : main_energy().forward(query.unsqueeze(1), keys);
+}
+
+at::Tensor Attention::chunk_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys) {
+  return shared != nullptr ? shared->chunk->step(query, keys) : chunk_energy()->forward(query.unsqueeze(1), keys);
 }
 
 at::Tensor Attention::selection_probability(const at::Tensor& energy) {
@@ -499,10 +504,10 @@ SoftAttention::SoftAttention(const AttentionOptions& options) : Attention(option
   reseed_noise(options_.seed);
 }
 
-StepOutput SoftAttention::step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+StepOutput SoftAttention::step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                                     const at::Tensor&) {
   check_query(query, memory, options_.query_dim, "SoftAttention::step");
-  const at::Tensor e = step_energy(*energy, energies.main, query, memory.keys);
+  const at::Tensor e = main_energy_step(shared, query, memory.keys);
   StepOutput out;
   out.weights = masked_softmax(e, memory.lengths).squeeze(1);
   out.context = attention_context(out.weights, memory.values);
@@ -545,18 +550,18 @@ MonotonicAttention::MonotonicAttention(const AttentionOptions& options) : Attent
   reseed_noise(options_.seed);
 }
 
-at::Tensor MonotonicAttention::alignment_step(const StepEnergies& energies, const at::Tensor& query,
+at::Tensor MonotonicAttention::alignment_step(SharedSteps* shared, const at::Tensor& query,
                                               const Memory& memory, const at::Tensor& state, const char* fn) {
   check_query(query, memory, options_.query_dim, fn);
   check_state(state, memory, fn);
-  const at::Tensor e = step_energy(*monotonic, energies.main, query, memory.keys).squeeze(1);
+  const at::Tensor e = main_energy_step(shared, query, memory.keys).squeeze(1);
   return monotonic_alignment_step(selection_probability(e), state, memory.lengths);
 }
 
-StepOutput MonotonicAttention::step_with(const StepEnergies& energies, const at::Tensor& query,
+StepOutput MonotonicAttention::step_with(SharedSteps* shared, const at::Tensor& query,
                                          const Memory& memory, const at::Tensor& state) {
   StepOutput out;
-  out.state = alignment_step(energies, query, memory, state, "MonotonicAttention::step");
+  out.state = alignment_step(shared, query, memory, state, "MonotonicAttention::step");
   out.weights = out.state;
   out.context = attention_context(out.weights, memory.values);
   return out;
@@ -616,11 +621,11 @@ MoChA::MoChA(const AttentionOptions& options) : MonotonicAttention(options) {
   chunk = register_module("chunk", make_energy(options_.energy, energy_options(options_), false));
 }
 
-StepOutput MoChA::step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+StepOutput MoChA::step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                             const at::Tensor& state) {
   StepOutput out;
-  out.state = alignment_step(energies, query, memory, state, "MoChA::step");
-  const at::Tensor u = step_energy(*chunk, energies.chunk, query, memory.chunk_keys);
+  out.state = alignment_step(shared, query, memory, state, "MoChA::step");
+  const at::Tensor u = chunk_energy_step(shared, query, memory.chunk_keys);
   out.weights =
       mocha_chunkwise(out.state.unsqueeze(1), u, options_.chunk_size, memory.lengths).squeeze(1);
   out.context = attention_context(out.weights, memory.values);
@@ -655,14 +660,14 @@ MAtChA::MAtChA(const AttentionOptions& options) : MonotonicAttention(options) {
   chunk = register_module("chunk", make_energy(options_.energy, energy_options(options_), false));
 }
 
-StepOutput MAtChA::step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+StepOutput MAtChA::step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                              const at::Tensor& state) {
   const char* fn = "MAtChA::step";
   check_query(query, memory, options_.query_dim, fn);
   check_state(state, memory, fn);
   const at::Tensor p =
-      selection_probability(step_energy(*monotonic, energies.main, query, memory.keys).squeeze(1));
-  const at::Tensor u = step_energy(*chunk, energies.chunk, query, memory.chunk_keys);
+      selection_probability(main_energy_step(shared, query, memory.keys).squeeze(1));
+  const at::Tensor u = chunk_energy_step(shared, query, memory.chunk_keys);
   StepOutput out;
   out.state = monotonic_alignment_step(p, state, memory.lengths);
   out.weights = matcha_chunkwise(state.unsqueeze(1), p.unsqueeze(1), u, memory.lengths).squeeze(1);

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "mona/core/error.h"
 #include "mona/nn/functional.h"
+#include "mona/nn/unrolled_linear.h"
 
 namespace mona::nn {
 namespace {
@@ -287,9 +288,10 @@ at::Tensor GmmAttention::initial_state(const Memory& memory) const {
   return torch::zeros({memory.batch(), options_.gmm.num_heads}, memory.values.options());
 }
 
-GmmAttention::Params GmmAttention::params(const at::Tensor& queries) {
+GmmAttention::Params GmmAttention::params(const at::Tensor& queries) { return params_of(query_proj(queries)); }
+
+GmmAttention::Params GmmAttention::params_of(const at::Tensor& raw) const {
   const int64_t H = options_.gmm.num_heads;
-  const at::Tensor raw = query_proj(queries);
   Params p;
   p.step = torch::nn::functional::softplus(raw.narrow(-1, 0, H));
   if (options_.gmm.max_step > 0) p.step = torch::clamp(p.step, 0.0, options_.gmm.max_step);
@@ -310,23 +312,46 @@ std::pair<at::Tensor, at::Tensor> GmmAttention::positions(const Memory& memory) 
   return {torch::cumsum(delta, -1), delta};
 }
 
-at::Tensor GmmAttention::weights_of(const at::Tensor& mu, const at::Tensor& variance,
-                                    const at::Tensor& weights, const Memory& memory,
-                                    const at::Tensor& out_lengths) {
-  const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = memory.in_len();
+GmmAttention::FoldedPositions GmmAttention::folded_positions(const Memory& memory) const {
+  const int64_t B = memory.batch(), H = options_.gmm.num_heads, T = memory.in_len();
+  auto [nu, delta] = positions(memory);
+  FoldedPositions f;
+  f.nu = nu.reshape({B * H, T});
+  f.delta = delta.reshape({B * H, T});
+  if (memory.lengths.defined()) f.in_lens = memory.lengths.repeat_interleave(H);
+  return f;
+}
+
+at::Tensor GmmAttention::weights_of(const at::Tensor& mu, const at::Tensor& variance, const at::Tensor& weights,
+                                    const FoldedPositions& positions, const at::Tensor& out_lengths) {
+  const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = positions.nu.size(1);
   auto fold = [&](const at::Tensor& x) {  // [B, U, H] -> [B*H, U, 1]
     return x.permute({0, 2, 1}).reshape({B * H, U, 1});
   };
-  auto [nu, delta] = positions(memory);
-  at::Tensor il = memory.lengths.defined() ? memory.lengths.repeat_interleave(H) : at::Tensor();
   at::Tensor ol = out_lengths.defined() ? out_lengths.repeat_interleave(H) : at::Tensor();
-  const at::Tensor alpha = gmm_attention_weights(
-      fold(mu), fold(variance), fold(weights), nu.reshape({B * H, T}),
-      delta.reshape({B * H, T}), window_, il, ol);
+  const at::Tensor alpha = gmm_attention_weights(fold(mu), fold(variance), fold(weights), positions.nu,
+                                                 positions.delta, window_, positions.in_lens, ol);
   return alpha.view({B, H, U, T}).sum(1);
 }
 
-StepOutput GmmAttention::step_with(const StepEnergies&, const at::Tensor& query, const Memory& memory,
+namespace {
+
+// What GmmAttention::unroll's steps share (GmmAttention::share_steps).
+struct GmmSharedSteps : SharedSteps {
+  GmmSharedSteps(UnrolledLinear projection, GmmAttention::FoldedPositions folded)
+      : query_proj(std::move(projection)), positions(std::move(folded)) {}
+  UnrolledLinear query_proj;
+  GmmAttention::FoldedPositions positions;
+};
+
+}  // namespace
+
+std::unique_ptr<SharedSteps> GmmAttention::share_steps(const Memory& memory, int64_t steps) {
+  return std::make_unique<GmmSharedSteps>(UnrolledLinear(query_proj->weight, query_proj->bias, memory.batch(), steps),
+                                          folded_positions(memory));
+}
+
+StepOutput GmmAttention::step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                               const at::Tensor& state) {
   const char* fn = "GmmAttention::step";
   detail::check_tensor(query, fn, "query", 2, "[B, Dq]");
@@ -337,10 +362,13 @@ StepOutput GmmAttention::step_with(const StepEnergies&, const at::Tensor& query,
   MONA_CHECK(state.size(0) == memory.batch() && state.size(1) == options_.gmm.num_heads, fn,
               ": state: expected mu of the previous step [B, H] = [", memory.batch(), ", ",
               options_.gmm.num_heads, "], got ", state.sizes());
-  const Params p = params(query.unsqueeze(1));
+  // Within unroll(): the query projection's step and the positions that the steps share.
+  auto* unrolled = static_cast<GmmSharedSteps*>(shared);  // made by share_steps
+  const Params p = params_of(unrolled ? unrolled->query_proj.step(query).unsqueeze(1) : query_proj(query.unsqueeze(1)));
   const at::Tensor mu = state.unsqueeze(1) + p.step;  // [B, 1, H]
   StepOutput out;
-  out.weights = weights_of(mu, p.variance, p.weights, memory, {}).squeeze(1);
+  out.weights =
+      weights_of(mu, p.variance, p.weights, unrolled ? unrolled->positions : folded_positions(memory), {}).squeeze(1);
   out.context = attention_context(out.weights, memory.values);
   out.state = mu.squeeze(1);
   return out;
@@ -358,7 +386,7 @@ SequenceOutput GmmAttention::forward(const at::Tensor& queries, const Memory& me
   const Params p = params(queries);
   const at::Tensor mu = torch::cumsum(p.step, 1);  // eq. 5 with mu(-1) = 0
   SequenceOutput out;
-  out.weights = weights_of(mu, p.variance, p.weights, memory, ol);
+  out.weights = weights_of(mu, p.variance, p.weights, folded_positions(memory), ol);
   out.alignment = out.weights;
   out.contexts = torch::bmm(out.weights, memory.values);
   return out;

@@ -695,7 +695,7 @@ void expect_unrolled_steps_equal_steps(const std::string& mech, const std::strin
 
 TEST(Attention, UnrolledStepsEqualSteps) {
   for (const std::string energy : {"additive", "dot"}) {
-    for (const std::string mech : {"soft", "monotonic", "mocha", "matcha", "gmm", "sagmm"}) {
+    for (const std::string mech : {"soft", "monotonic", "mocha", "matcha", "gmm", "sagmm", "sagmm-tr"}) {
       for (const bool training : {false, true}) {
         expect_unrolled_steps_equal_steps(mech, energy, at::kDouble, training);
       }

@@ -113,11 +113,14 @@ struct StepOutput {
   at::Tensor state;    ///< alpha_i [B, T] (monotonic mechanisms), undefined for soft
 };
 
-/// The energies a training step reads (Attention::step_with): a training sequence's
-/// unrolled energies (Attention::unroll) where set, else the mechanism's own.
-struct StepEnergies {
-  UnrolledEnergy* main = nullptr;   ///< the steps of main_energy(), or null
-  UnrolledEnergy* chunk = nullptr;  ///< the steps of chunk_energy(), or null
+/// What the steps of one training sequence share, made once per sequence by
+/// Attention::unroll (Attention::share_steps): by default the mechanism's energies unrolled
+/// (Energy::unroll); a mechanism may keep more (the GMM family: its query projection
+/// unrolled, the memory's positions).
+struct SharedSteps {
+  virtual ~SharedSteps() = default;
+  std::unique_ptr<UnrolledEnergy> main;   ///< the steps of main_energy(), or null
+  std::unique_ptr<UnrolledEnergy> chunk;  ///< the steps of chunk_energy(), or null
 };
 
 /// Result of a whole-sequence forward.
@@ -235,7 +238,7 @@ class Attention : public torch::nn::Module {
   virtual at::Tensor initial_state(const Memory& memory) const;
   /// Training step for RNN decoders: query s_{i-1} [B, Dq], previous state.
   StepOutput step(const at::Tensor& query, const Memory& memory, const at::Tensor& state) {
-    return step_with(StepEnergies{}, query, memory, state);
+    return step_with(nullptr, query, memory, state);
   }
   /// The steps of one training sequence through `memory`, for an RNN decoder whose step i's
   /// query is the state step i-1 produced: at most `steps` steps (>= 0), each computing what
@@ -295,17 +298,17 @@ class Attention : public torch::nn::Module {
   /// The chunk energy (MoChA, MAtChA), or null.
   virtual Energy* chunk_energy() { return nullptr; }
   friend class UnrolledAttention;  // calls step_with()
-  /// step() with the energies of `energies` where set (an unrolled sequence's), else the
-  /// mechanism's own.
-  virtual StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  /// step() within an unrolled sequence, reading what its steps share (`shared`, made by
+  /// share_steps), or on its own (null).
+  virtual StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                                const at::Tensor& state) = 0;
-  /// Whether step_with reads main_energy() and chunk_energy() (so that unroll() unrolls
-  /// them): the GMM family's steps read neither.
-  virtual bool steps_read_energies() const { return true; }
-  /// One step's energies [B, 1, T] of `energy` (or of its steps `unrolled`, when not null):
-  /// query [B, Dq] against keys [B, T, Dk].
-  static at::Tensor step_energy(Energy& energy, UnrolledEnergy* unrolled, const at::Tensor& query,
-                                const at::Tensor& keys);
+  /// What unroll()'s steps share (see SharedSteps): here main_energy() and chunk_energy()
+  /// unrolled for `steps` steps of the memory's batch.
+  virtual std::unique_ptr<SharedSteps> share_steps(const Memory& memory, int64_t steps);
+  /// One step's energies [B, 1, T] of main_energy() (chunk_energy()): query [B, Dq] against
+  /// keys [B, T, Dk], by the unrolled energy in `shared` when not null, else by forward().
+  at::Tensor main_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys);
+  at::Tensor chunk_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys);
   /// p = sigmoid(e + noise) with noise in training mode only.
   at::Tensor selection_probability(const at::Tensor& energy);
   /// Hard monotonic scan over `memory` for one query, into `out` (all fields reset); on
@@ -331,13 +334,12 @@ class UnrolledAttention {
 
  private:
   friend class Attention;
-  UnrolledAttention(Attention& attention, const Memory& memory, int64_t steps, std::unique_ptr<UnrolledEnergy> main,
-                    std::unique_ptr<UnrolledEnergy> chunk)
-      : attention_(&attention), memory_(memory), steps_(steps), main_(std::move(main)), chunk_(std::move(chunk)) {}
+  UnrolledAttention(Attention& attention, const Memory& memory, int64_t steps, std::unique_ptr<SharedSteps> shared)
+      : attention_(&attention), memory_(memory), steps_(steps), shared_(std::move(shared)) {}
   Attention* attention_;
   Memory memory_;
   int64_t steps_, taken_ = 0;
-  std::unique_ptr<UnrolledEnergy> main_, chunk_;
+  std::unique_ptr<SharedSteps> shared_;
 };
 
 /// Builds the energy named by `kind` ("additive" | "dot"); `monotonic` selects 002 eq. 16
@@ -359,7 +361,7 @@ class SoftAttention : public Attention {
   std::shared_ptr<Energy> energy;
 
  protected:
-  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
   Energy& main_energy() override { return *energy; }
 };
@@ -376,13 +378,13 @@ class MonotonicAttention : public Attention {
   std::shared_ptr<Energy> monotonic;
 
  protected:
-  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
   Energy& main_energy() override { return *monotonic; }
   /// One step's expected alignment alpha_i [B, T] (002 eq. 13) from the query and alpha_{i-1}
   /// (`state`), argument checks included: step() without the context, which MoChA and
   /// MAtChA build from their own chunk weights.
-  at::Tensor alignment_step(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  at::Tensor alignment_step(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                             const at::Tensor& state, const char* fn);
 };
 
@@ -400,7 +402,7 @@ class MoChA : public MonotonicAttention {
   std::shared_ptr<Energy> chunk;
 
  protected:
-  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
   Energy* chunk_energy() override { return chunk.get(); }
 };
@@ -416,7 +418,7 @@ class MAtChA : public MonotonicAttention {
   std::shared_ptr<Energy> chunk;
 
  protected:
-  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
   Energy* chunk_energy() override { return chunk.get(); }
 };

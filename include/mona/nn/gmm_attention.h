@@ -188,21 +188,30 @@ class GmmAttention : public Attention {
   Params params(const at::Tensor& queries);
   /// Positions and scales of a prepared memory: nu, delta [B, H, T].
   std::pair<at::Tensor, at::Tensor> positions(const Memory& memory) const;
+  /// A memory's positions and lengths with the heads folded into the batch: nu, delta
+  /// [B*H, T], in_lens [B*H] (undefined for all T); what every step over the memory reads.
+  struct FoldedPositions {
+    at::Tensor nu, delta, in_lens;
+  };
 
   torch::nn::Linear query_proj{nullptr};  ///< W_Delta, W_sigma, W_phi of eq. 4 (3H outputs)
   std::shared_ptr<Energy> position_energy;  ///< K W_delta of eq. 9 (keys [.., T, H])
 
  protected:
-  /// step(): state = mu(i-1) [B, H]; StepOutput.state = mu(i) [B, H]. Reads no energy (the
-  /// position energy's keys are the memory's, read as they are).
-  StepOutput step_with(const StepEnergies& energies, const at::Tensor& query, const Memory& memory,
+  /// step(): state = mu(i-1) [B, H]; StepOutput.state = mu(i) [B, H].
+  StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
-  bool steps_read_energies() const override { return false; }
+  /// What unroll()'s steps share: the query projection unrolled (mona/nn/unrolled_linear.h)
+  /// and the memory's positions (positions() and the lengths, folded). No energy: the
+  /// position energy's keys are the memory's, read as they are.
+  std::unique_ptr<SharedSteps> share_steps(const Memory& memory, int64_t steps) override;
   Energy& main_energy() override { return *position_energy; }
+  /// params() of the query projections raw [B, U, 3H].
+  Params params_of(const at::Tensor& raw) const;
+  FoldedPositions folded_positions(const Memory& memory) const;
   /// alpha [B, U, T] from mu, variance, weights [B, U, H] (heads folded into the batch).
-  at::Tensor weights_of(const at::Tensor& mu, const at::Tensor& variance,
-                        const at::Tensor& weights, const Memory& memory,
-                        const at::Tensor& out_lengths);
+  at::Tensor weights_of(const at::Tensor& mu, const at::Tensor& variance, const at::Tensor& weights,
+                        const FoldedPositions& positions, const at::Tensor& out_lengths);
   bool source_aware_ = false;
   core::GmmOptions window_;
 };
