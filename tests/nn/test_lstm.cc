@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,36 @@ TEST(LstmLayer, GradientIsTheDerivative) {
   }
 }
 
+// Runs run(true) (mona) and run(false) (the reference), each followed by its backward pass,
+// and compares the losses, the gradients of `inputs` (named by `names`) and, with
+// weights_need_grad, those of `ref`'s parameters, which both runs read.
+void expect_runs_agree(const std::function<at::Tensor(bool)>& run, torch::nn::Module& ref,
+                       const std::vector<at::Tensor*>& inputs, const std::vector<std::string>& names,
+                       bool weights_need_grad) {
+  auto take_input_grads = [&] {
+    std::vector<at::Tensor> g;
+    for (at::Tensor* t : inputs) {
+      g.push_back(t->grad().clone());
+      t->mutable_grad() = at::Tensor();
+    }
+    return g;
+  };
+  const at::Tensor mona_loss = run(true);
+  mona_loss.backward();
+  const std::vector<at::Tensor> mona_grads = weights_need_grad ? take_grads(ref) : std::vector<at::Tensor>{};
+  const std::vector<at::Tensor> mona_input_grads = take_input_grads();
+  const at::Tensor ref_loss = run(false);
+  ref_loss.backward();
+  expect_close(mona_loss, ref_loss, "loss");
+  const std::vector<at::Tensor> ref_input_grads = take_input_grads();
+  for (size_t k = 0; k < inputs.size(); ++k) expect_close(mona_input_grads[k], ref_input_grads[k], names[k]);
+  if (!weights_need_grad) return;
+  const std::vector<at::Tensor> ref_grads = take_grads(ref);
+  const auto params = ref.named_parameters(false).keys();
+  ASSERT_EQ(mona_grads.size(), ref_grads.size());
+  for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + params[k]);
+}
+
 // UnrolledLstmCell stepped as a decoder steps it: each step's input is two pieces, the
 // second computed from the previous step's h (input feeding), against torch::nn::LSTMCell
 // on the concatenated input: the loss, the gradients of every input piece, of (h0, c0) and
@@ -221,29 +252,8 @@ void check_unrolled(at::ScalarType dtype, int64_t B, int64_t U, bool weights_nee
     }
     return loss + (c * wc).sum();
   };
-  const std::vector<at::Tensor*> inputs = {&emb, &h0, &c0, &feed};
-  auto take_input_grads = [&] {
-    std::vector<at::Tensor> g;
-    for (at::Tensor* t : inputs) {
-      g.push_back(t->grad().clone());
-      t->mutable_grad() = at::Tensor();
-    }
-    return g;
-  };
-  const at::Tensor mona_loss = run(true);
-  mona_loss.backward();
-  const std::vector<at::Tensor> mona_grads = weights_need_grad ? take_grads(*ref) : std::vector<at::Tensor>{};
-  const std::vector<at::Tensor> mona_input_grads = take_input_grads();
-  const at::Tensor ref_loss = run(false);
-  ref_loss.backward();
-  expect_close(mona_loss, ref_loss, "loss");
-  const std::vector<at::Tensor> ref_input_grads = take_input_grads();
-  const char* names[] = {"dL/d(first piece)", "dL/dh0", "dL/dc0", "dL/d(second piece's weights)"};
-  for (size_t k = 0; k < inputs.size(); ++k) expect_close(mona_input_grads[k], ref_input_grads[k], names[k]);
-  if (!weights_need_grad) return;
-  const std::vector<at::Tensor> ref_grads = take_grads(*ref);
-  const auto params = ref->named_parameters(false).keys();
-  for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + params[k]);
+  expect_runs_agree(run, *ref, {&emb, &h0, &c0, &feed},
+                    {"dL/d(first piece)", "dL/dh0", "dL/dc0", "dL/d(second piece's weights)"}, weights_need_grad);
 }
 
 TEST(UnrolledLstmCell, MatchesTorchLstmCellSteps) {
@@ -350,29 +360,7 @@ void check_unrolled_linear(at::ScalarType dtype, int64_t B, int64_t U, bool bias
     }
     return loss + x.sum();
   };
-  auto take_input_grads = [&] {
-    std::vector<at::Tensor> g;
-    for (at::Tensor* t : {&x0, &feed}) {
-      g.push_back(t->grad().clone());
-      t->mutable_grad() = at::Tensor();
-    }
-    return g;
-  };
-  const at::Tensor mona_loss = run(true);
-  mona_loss.backward();
-  const std::vector<at::Tensor> mona_grads = weights_need_grad ? take_grads(*ref) : std::vector<at::Tensor>{};
-  const std::vector<at::Tensor> mona_input_grads = take_input_grads();
-  const at::Tensor ref_loss = run(false);
-  ref_loss.backward();
-  expect_close(mona_loss, ref_loss, "loss");
-  const std::vector<at::Tensor> ref_input_grads = take_input_grads();
-  expect_close(mona_input_grads[0], ref_input_grads[0], "dL/dx0");
-  expect_close(mona_input_grads[1], ref_input_grads[1], "dL/d(feedback weights)");
-  if (!weights_need_grad) return;
-  const std::vector<at::Tensor> ref_grads = take_grads(*ref);
-  const auto params = ref->named_parameters(false).keys();
-  ASSERT_EQ(mona_grads.size(), ref_grads.size());
-  for (size_t k = 0; k < ref_grads.size(); ++k) expect_close(mona_grads[k], ref_grads[k], "dL/d" + params[k]);
+  expect_runs_agree(run, *ref, {&x0, &feed}, {"dL/dx0", "dL/d(feedback weights)"}, weights_need_grad);
 }
 
 TEST(UnrolledLinear, MatchesTorchLinearSteps) {
