@@ -241,10 +241,12 @@ class Attention : public torch::nn::Module {
     return step_with(nullptr, query, memory, state);
   }
   /// The steps of one training sequence through `memory`, for an RNN decoder whose step i's
-  /// query is the state step i-1 produced: at most `steps` steps (>= 0), each computing what
-  /// step() computes for its query and state, to rounding (tests/nn/test_attention.cc), with
-  /// the mechanism's energies unrolled (Energy::unroll). The parameters are read when the
-  /// steps are made (an optimizer step reaches the next sequence's). `memory` is kept.
+  /// query is the state step i-1 produced (000 Algorithm 1; the decoder of
+  /// mona/nn/seq2seq.h): at most `steps` steps, each computing what step() computes for its
+  /// query and state, to rounding (tests/nn/test_attention.cc), with what the steps share
+  /// made once (share_steps). The parameters are read when the steps are made (an optimizer
+  /// step reaches the next sequence's). `memory` is kept. Throws mona::ArgumentError for
+  /// steps < 0 or a memory that prepare() did not make.
   UnrolledAttention unroll(const Memory& memory, int64_t steps);
   /// Whole output sequence: queries [B, U, Dq], optional output lengths [B].
   virtual SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
