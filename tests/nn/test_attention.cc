@@ -719,6 +719,8 @@ TEST(Attention, UnrolledStepsCheckTheirArguments) {
     expect_error([&] { steps.step(b.queries.select(1, 1), att->initial_state(m)); },
                  "UnrolledAttention::step: all 1 steps of Attention::unroll are taken");
     expect_error([&] { att->unroll(m, -1); }, "Attention::unroll: steps: expected >= 0, got -1");
+    expect_error([&] { att->unroll(nn::Memory{}, 1); },
+                 "Attention::unroll: memory: expected a prepared memory (Attention::prepare)");
   }
 }
 
