@@ -88,7 +88,7 @@ class Energy : public torch::nn::Module {
   /// calls forward() with that query; the additive energies compute what the steps share
   /// once (the normalised v of 002 eq. 16) and take their query projection's weight
   /// gradients once for all steps (mona/nn/unrolled_linear.h). The parameters are read
-  /// when the steps are made.
+  /// when the steps are made. Throws mona::ArgumentError for batch < 0 or steps < 0.
   virtual std::unique_ptr<UnrolledEnergy> unroll(int64_t batch, int64_t steps);
   /// One query [Dq] prepared for scoring single keys online (no autograd).
   virtual EnergyScorer scorer(const at::Tensor& query) = 0;

@@ -201,12 +201,13 @@ class GmmAttention : public Attention {
   /// step(): state = mu(i-1) [B, H]; StepOutput.state = mu(i) [B, H].
   StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
-  /// What unroll()'s steps share: the query projection unrolled (mona/nn/unrolled_linear.h)
-  /// and the memory's positions (positions() and the lengths, folded). No energy: the
-  /// position energy's keys are the memory's, read as they are.
+  /// What unroll()'s steps share: the query projection of 003 eq. 4 unrolled
+  /// (mona/nn/unrolled_linear.h) and the memory's positions of eqs. 9-10 (positions() and
+  /// the lengths, folded). No energy: the position energy's keys are the memory's, read as
+  /// they are.
   std::unique_ptr<SharedSteps> share_steps(const Memory& memory, int64_t steps) override;
   Energy& main_energy() override { return *position_energy; }
-  /// params() of the query projections raw [B, U, 3H].
+  /// params() of the query projections raw [B, U, 3H] (003 eqs. 4-8).
   Params params_of(const at::Tensor& raw) const;
   FoldedPositions folded_positions(const Memory& memory) const;
   /// alpha [B, U, T] from mu, variance, weights [B, U, H] (heads folded into the batch).
