@@ -2,12 +2,14 @@
 #include "mona/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/thread_pool.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <atomic>
+#include <exception>
 #include <future>
 #include <map>
 #include <memory>
@@ -190,8 +192,8 @@ void check_model_options(const std::string& path, const std::string& checkpoint_
 }
 }  // namespace
 
-void CheckpointIO::save(const std::string& path, const TrainedModel& t,
-                        const torch::optim::Optimizer* optimizer, const RunState& run) {
+void CheckpointIO::save(const std::string& path, const TrainedModel& t, const PartitionedAdam* optimizer,
+                        const RunState& run) {
   torch::serialize::OutputArchive archive;
   archive.write("meta/format", c10::IValue(std::string(kFormat)));
   archive.write("meta/config", c10::IValue(io::to_yaml_text(config_to_yaml(t.config))));
@@ -249,8 +251,7 @@ TrainedModel TrainedModel::load(const std::string& path) {
   return t;
 }
 
-RunState CheckpointIO::load_into(const std::string& path, TrainedModel& t,
-                                 torch::optim::Optimizer* optimizer) {
+RunState CheckpointIO::load_into(const std::string& path, TrainedModel& t, PartitionedAdam* optimizer) {
   torch::serialize::InputArchive archive;
   open_archive(path, archive);
   RunState run;
@@ -792,7 +793,9 @@ class TrainingRun {
   // order of k, are the batch's: the same computation as one thread but for the order of
   // additions and the noise draws. Deterministic for a given thread count. Every thread runs
   // its operators and matrix products on itself (nn/threads.h): the model's small operators
-  // cost mostly their dispatch, which only this splitting runs in parallel.
+  // cost mostly their dispatch, which only this splitting runs in parallel. The work over
+  // every parameter that follows (the gradients' sum, the clipping norm's terms, clipping
+  // and Adam) runs in n parts of the parameters, one per thread (PartitionedAdam).
   void train_step();
   // What one shard's pass (or a whole step, the shards' sums) gives: its share of the
   // batch's loss and of the CTC term (nn::LossTerms; 0 without a CTC head), its tokens.
@@ -836,7 +839,10 @@ class TrainingRun {
   std::vector<data::Example> plot_examples_;
   TrainedModel t_;
   std::vector<Encoded> data_;
-  std::unique_ptr<torch::optim::Adam> adam_;
+  std::unique_ptr<PartitionedAdam> adam_;  // one part per thread (train_step)
+  // train.threads - 1 threads that run the shards and parts k >= 1 (train_step), each its
+  // operators on itself alone; kept for the run, so that each keeps its allocator caches.
+  std::unique_ptr<c10::ThreadPool> workers_;
   std::vector<std::shared_ptr<nn::Seq2Seq>> replicas_;  // train.threads - 1 copies (train_step)
   std::vector<at::Generator> replica_dropout_;          // their dropout generators
   RunState run_;
@@ -910,6 +916,10 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
     if (!unused.empty()) progress_out_ << "; not used: " << join_names(unused);
     progress_out_ << "\n";
   }
+  if (c_.train.threads > 1) {
+    workers_ = std::make_unique<c10::ThreadPool>(static_cast<int>(c_.train.threads - 1), -1,
+                                                 [] { nn::run_operators_on_this_thread(); });
+  }
   for (int64_t k = 1; k < c_.train.threads; ++k) {
     Config replica_config = t_.config;
     replicas_.push_back(build_model(replica_config, t_.input_vocab, t_.output_vocab));
@@ -920,10 +930,10 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
     replicas_[k]->decoder->dropout_generator = &replica_dropout_[k];
   }
   const auto& o = c_.train.optimizer;
-  adam_ = std::make_unique<torch::optim::Adam>(t_.model->parameters(), torch::optim::AdamOptions(o.learning_rate)
-                                                                           .betas({o.beta1, o.beta2})
-                                                                           .eps(o.eps)
-                                                                           .weight_decay(o.weight_decay));
+  const auto params = t_.model->parameters();
+  adam_ = std::make_unique<PartitionedAdam>(
+      params, torch::optim::AdamOptions(o.learning_rate).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay),
+      std::min<int64_t>(c_.train.threads, static_cast<int64_t>(params.size())));
 }
 
 void TrainingRun::read_audio_features(const std::vector<data::Example>& examples) {
@@ -1050,14 +1060,43 @@ TrainingRun::PassResult TrainingRun::shard_pass(nn::Seq2Seq& model, const std::v
   return r;
 }
 
+// Runs task(k) for k = 0 .. n - 1: task(0) on the calling thread, the others on `workers`
+// (at least n - 1 threads when n > 1); returns the results in the order of k and rethrows
+// the first exception once every task has ended.
+template <class Task>
+auto on_threads(c10::ThreadPool* workers, size_t n, const Task& task) {
+  using Result = decltype(task(size_t{0}));
+  std::vector<std::future<Result>> running;
+  for (size_t k = 1; k < n; ++k) {
+    auto job = std::make_shared<std::packaged_task<Result()>>([&task, k] { return task(k); });
+    running.push_back(job->get_future());
+    workers->run([job] { (*job)(); });
+  }
+  std::vector<Result> results;
+  std::exception_ptr failed;
+  try {
+    results.push_back(task(0));
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  for (auto& r : running) {
+    try {
+      results.push_back(r.get());
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  return results;
+}
+
 void TrainingRun::train_step() {
   const auto& idx = next_batch();
   const auto& o = c_.train.optimizer;
-  for (auto& group : adam_->param_groups()) {
-    static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate(o, t_.step));
-  }
-  adam_->zero_grad();
+  adam_->set_learning_rate(learning_rate(o, t_.step));
+  adam_->clear_grads();
   PassResult step;
+  size_t shards = 1;
   if (replicas_.empty() || idx.size() == 1) {
     step = shard_pass(*t_.model, idx, 0, nullptr);
   } else {
@@ -1073,36 +1112,43 @@ void TrainingRun::train_step() {
     for (auto& p : part) {
       for (size_t& b : p) b = idx[b];
     }
-    const size_t shards = part.size();
-    const auto params = t_.model->parameters();
-    std::vector<std::future<PassResult>> running;
+    shards = part.size();
     for (size_t k = 1; k < shards; ++k) {
       nn::Seq2Seq& replica = *replicas_[k - 1];
       share_parameters(replica, *t_.model);  // the model's own parameter and buffer storage (no copy)
       const uint64_t noise_seed = c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) * 64 + k;
       replica.decoder->attention->reseed_noise(noise_seed);
       replica_dropout_[k - 1] = at::make_generator<at::CPUGeneratorImpl>(noise_seed ^ 0xd0d0ULL);
-      running.push_back(std::async(std::launch::async, [this, &replica, &part, &totals, k] {
-        nn::run_operators_on_this_thread();
-        return shard_pass(replica, part[k], static_cast<int64_t>(k), &totals);
-      }));
     }
-    step = shard_pass(*t_.model, part[0], 0, &totals);
-    std::vector<PassResult> done;
-    for (auto& r : running) done.push_back(r.get());  // rethrows a shard's exception
+    const auto done = on_threads(workers_.get(), shards, [&](size_t k) {
+      return shard_pass(k == 0 ? *t_.model : *replicas_[k - 1], part[k], static_cast<int64_t>(k), &totals);
+    });
+    step = done[0];
+    for (size_t k = 1; k < shards; ++k) step.add(done[k]);
+  }
+  // The optimizer step, part r of the parameters on thread r: the shards' gradients added
+  // into the model's (in the order of k), the terms of the clipping norm; then clipping and
+  // Adam.
+  const auto params = t_.model->parameters();
+  const size_t parts = static_cast<size_t>(adam_->parts());
+  const auto norms = on_threads(workers_.get(), parts, [&](size_t r) {
     torch::NoGradGuard no_grad;
+    const auto [first, last] = adam_->range(static_cast<int64_t>(r));
     for (size_t k = 1; k < shards; ++k) {
-      step.add(done[k - 1]);
       const auto rp = replicas_[k - 1]->parameters();
-      for (size_t j = 0; j < params.size(); ++j) {
+      for (size_t j = first; j < last; ++j) {
         if (!rp[j].grad().defined()) continue;
         if (params[j].grad().defined()) params[j].mutable_grad().add_(rp[j].grad());
         else params[j].mutable_grad() = rp[j].grad();
       }
     }
-  }
-  if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(t_.model->parameters(), o.clip_norm);
-  adam_->step();
+    return o.clip_norm > 0 ? adam_->grad_norms(static_cast<int64_t>(r)) : std::vector<at::Tensor>{};
+  });
+  const at::Tensor clip_factor = o.clip_norm > 0 ? adam_->clip_factor(norms, o.clip_norm) : at::Tensor();
+  on_threads(workers_.get(), parts, [&](size_t r) {
+    adam_->step(static_cast<int64_t>(r), clip_factor);
+    return 0;
+  });
   ++t_.step;
   detail::check(std::isfinite(step.loss), "training diverged: loss is ", step.loss, " at step ", t_.step,
                 " (lower train.optimizer.learning_rate?)");

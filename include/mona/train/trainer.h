@@ -47,14 +47,13 @@
 #include <string>
 #include <vector>
 
-#include <torch/optim/optimizer.h>
-
 #include "mona/data/dataset.h"
 #include "mona/data/manifest.h"
 #include "mona/data/vocabulary.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
 #include "mona/train/config.h"
+#include "mona/train/optimizer.h"
 #include "mona/io/metrics.h"
 
 namespace mona::train {
@@ -252,12 +251,12 @@ struct RunState {
 };
 class CheckpointIO {
  public:
-  static void save(const std::string& path, const TrainedModel& t, const torch::optim::Optimizer* optimizer,
+  static void save(const std::string& path, const TrainedModel& t, const PartitionedAdam* optimizer,
                    const RunState& run);
   /// Loads into an existing model/optimizer (resumption). Throws mona::Error naming the file
   /// when its model options (the `model` keys of its configuration) differ from t.config's,
   /// listing each differing key with both values, or its vocabularies differ from t's.
-  static RunState load_into(const std::string& path, TrainedModel& t, torch::optim::Optimizer* optimizer);
+  static RunState load_into(const std::string& path, TrainedModel& t, PartitionedAdam* optimizer);
 };
 
 }  // namespace mona::train
