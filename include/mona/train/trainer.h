@@ -19,7 +19,8 @@
 // `best.ckpt` written, and training stops early after
 // `patience` evaluations without improvement. With train.threads = n each batch is cut into
 // at most n shards of about equal cost (shard_batch) trained at once, one thread each, their
-// gradients added. With the same seed and thread count a run is
+// gradients added; clipping and Adam then run in n parts of the parameters at once
+// (PartitionedAdam, mona/train/optimizer.h). With the same seed and thread count a run is
 // deterministic, and a run resumed from `last.ckpt` continues exactly as if uninterrupted.
 //
 // Output directory: a fresh run refuses a train.output_dir that already holds a run
