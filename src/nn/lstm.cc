@@ -173,11 +173,11 @@ struct UnrolledStepFn : torch::autograd::Function<UnrolledStepFn> {
     std::vector<int64_t> widths;
     int64_t at_col = 0;
     for (const at::Tensor& x : inputs) {
-      xh.narrow(1, at_col, x.size(1)).copy_(x);
+      detail::copy_block(xh, at_col, x);
       widths.push_back(x.size(1));
       at_col += x.size(1);
     }
-    xh.narrow(1, s->D, s->H).copy_(h);
+    detail::copy_block(xh, s->D, h);
     at::Tensor gates = gemm_bias(s->b_ih, xh, s->w.t());  // gates_in adds zeros: not read
     at::Tensor h_new = at::empty_like(c), c_new = at::empty_like(c);
     cell_forward(gates, s->b_hh, c, c_new, h_new);

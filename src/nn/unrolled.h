@@ -8,6 +8,7 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "check.h"
@@ -60,11 +61,33 @@ inline at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 
+// Writes `src` into the columns [col, col + w) of every row of `dst` [rows, W]: src [rows, w],
+// or [w] for the same values in every row. An unrolled layer's step assembles its product's
+// operand from a few such blocks (the pieces of x_i, h_{i-1}, the bias). CPU matrices of one
+// dtype whose rows are contiguous are copied row by row with memcpy; at::Tensor::copy_ (and
+// the narrow and expand views it needs) costs a few microseconds each in dispatch, and a
+// decoder step made about eight of them. Anything else goes through copy_.
+inline void copy_block(const at::Tensor& dst, int64_t col, const at::Tensor& src) {
+  const int64_t rows = dst.size(0), w = src.size(-1);
+  const bool broadcast = src.dim() == 1;
+  if (dst.dim() == 2 && (broadcast || (src.dim() == 2 && src.size(0) == rows)) && col >= 0 &&
+      col + w <= dst.size(1) && dst.scalar_type() == src.scalar_type() && dst.is_cpu() && src.is_cpu() &&
+      dst.layout() == at::kStrided && src.layout() == at::kStrided && dst.stride(1) == 1 && src.stride(-1) == 1) {
+    const int64_t item = static_cast<int64_t>(dst.element_size());
+    char* d = static_cast<char*>(dst.data_ptr()) + col * item;
+    const char* s = static_cast<const char*>(src.data_ptr());
+    const int64_t d_row = dst.stride(0) * item, s_row = broadcast ? 0 : src.stride(0) * item;
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(d + r * d_row, s + r * s_row, static_cast<size_t>(w * item));
+    return;
+  }
+  const at::Tensor block = dst.narrow(1, col, w);
+  block.copy_(broadcast ? src.expand({rows, w}) : src);
+}
+
 // bias (broadcast over the rows) + a b, what at::addmm(bias, a, b) returns.
 inline at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b) {
-  // (A copy: with one row, expand().contiguous() would return bias itself.)
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  out.copy_(bias.expand({a.size(0), b.size(1)}));
+  copy_block(out, 0, bias);
   gemm_into(out, a, b, 1.0f);
   return out;
 }

@@ -27,7 +27,7 @@ struct UnrolledLinearStepFn : torch::autograd::Function<UnrolledLinearStepFn> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor x, at::Tensor out_in,
                             const UnrolledLinear::Shared* s) {
     const at::Tensor x_rows = s->x[s->next];  // [B, K], this step's rows of the buffer
-    x_rows.copy_(x);
+    detail::copy_block(x_rows, 0, x);
     ctx->saved_data["w"] = s->w;
     return detail::gemm_bias(s->b, x_rows, s->w.t());
   }

@@ -2,7 +2,8 @@
 // torch::nn::LSTM and torch::nn::LSTMCell, an independent implementation of the same equations: outputs,
 // final states and the gradients of every input and parameter, in float64 and float32; and
 // UnrolledLinear (mona/nn/unrolled_linear.h), whose weights enter the graph through the same
-// node, against torch::nn::Linear.
+// node, against torch::nn::Linear; and the block copy that assembles their steps' operands
+// (src/nn/unrolled.h), against at::Tensor::copy_.
 #include "mona/nn/lstm.h"
 #include "mona/nn/unrolled_linear.h"
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/nn/unrolled.h"
 #include "util/nn_test_util.h"
 #include "util/test_util.h"
 
@@ -429,6 +431,33 @@ TEST(UnrolledLinear, BadArgumentsAreNamed) {
   layer.step(torch::zeros({2, 3}));
   expect_error([&] { layer.step(torch::zeros({2, 3})); },
                "mona::nn::UnrolledLinear::step: all 1 steps the layer was made for are taken");
+}
+
+// detail::copy_block writes what copy_ into the narrowed columns writes, bit for bit, and
+// leaves the other columns alone: on its memcpy path (rows of one dtype, contiguous along
+// the row; src a whole matrix, a column slice with a longer row stride, or one row for
+// every row) and on its copy_ path (a transposed src, another dtype).
+TEST(UnrolledBlocks, CopyBlockWritesWhatCopyWrites) {
+  torch::manual_seed(3);
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    const auto opts = at::TensorOptions().dtype(dtype);
+    const at::Tensor wide = torch::randn({5, 9}, opts);
+    const std::vector<std::pair<std::string, at::Tensor>> sources = {
+        {"whole", torch::randn({5, 3}, opts)},
+        {"column slice", wide.narrow(1, 4, 3)},
+        {"one row for all", torch::randn({3}, opts)},
+        {"transposed", torch::randn({3, 5}, opts).t()},
+        {"other dtype", torch::randn({5, 3}, opts.dtype(dtype == at::kFloat ? at::kDouble : at::kFloat))},
+    };
+    for (const auto& [name, src] : sources) {
+      for (const int64_t col : {0, 2, 4}) {
+        const at::Tensor dst = torch::randn({5, 7}, opts), expected = dst.clone();
+        expected.narrow(1, col, 3).copy_(src.dim() == 1 ? src.expand({5, 3}) : src);
+        mona::nn::detail::copy_block(dst, col, src);
+        EXPECT_TRUE(torch::equal(dst, expected)) << name << ", col " << col << ", " << dtype;
+      }
+    }
+  }
 }
 
 TEST(LstmLayer, BadArgumentsAreNamed) {
