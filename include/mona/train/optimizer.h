@@ -15,6 +15,10 @@
 // in order) saves and loads it, so a checkpoint does not depend on the number of parts:
 // a run written with train.threads = 2 resumes with 1, and the checkpoints of earlier
 // mona versions load.
+//
+// No equation of the papers (../shared/papers) is implemented here: the update is LibTorch's
+// Adam, applied to parameters of any shape and dtype. Different parts may be stepped on
+// different threads at once; one part must not be stepped from two threads at once.
 #pragma once
 
 #include <cstdint>
