@@ -20,6 +20,12 @@
 # one thread in the environment as it is (pytorch_eager_blas_pool: OpenBLAS's default pool
 # and kernel family), as a user who sets only torch.set_num_threads(1) runs it. Needs
 # data/cache/g2p-cmudict (make demo prepares it) and Debian's python3-torch.
+#
+# Beside them, every round starts two one-thread mona runs at once (impl mona_side_by_side,
+# threads 1, their mean): what a run gets from its core while the other core runs the
+# same work, with nothing shared but the machine. Against a one-thread run alone in the same
+# round it says how much of its speed independent work keeps when both cores are busy, the
+# part of the two-thread ratio that no cut of a batch into shards can win back.
 set -euo pipefail
 rounds=3 steps=300 csv="" build=build blas_kernels=""
 while [[ $# -gt 0 ]]; do
@@ -41,12 +47,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rows="$work/rows.csv"
 echo "impl,threads,round,tokens_per_second" > "$rows"
-mona_run() {  # threads -> target tokens/s after step 100
-  "$mona" train recipes/g2p-cmudict/configs/mocha_w4.yaml --overwrite --set "train.output_dir=$work/run" \
+mona_run() {  # threads [output dir, default $work/run] -> target tokens/s after step 100
+  local out=${2:-$work/run}
+  "$mona" train recipes/g2p-cmudict/configs/mocha_w4.yaml --overwrite --set "train.output_dir=$out" \
     --set "train.threads=$1" --set "train.max_steps=$((100 + steps))" --set train.log_every=100 \
     --set train.eval_every=1000000 --set train.plot_every=0 --set train.eval_limit=1 >/dev/null 2>&1
-  grep '"event":"train"' "$work/run/train.jsonl" | tail -n +2 |
+  grep '"event":"train"' "$out/train.jsonl" | tail -n +2 |
     sed 's/.*"tokens_per_second":\([0-9.e+]*\).*/\1/' | awk '{ s += $1; n++ } END { printf "%.1f", s / n }'
+}
+mona_side_by_side() {  # -> the mean target tokens/s of two one-thread runs started together
+  mona_run 1 "$work/left" > "$work/left.tps" &
+  local left=$!
+  mona_run 1 "$work/right" > "$work/right.tps"
+  wait "$left"
+  awk '{ s += $1 } END { printf "%.1f", s / 2 }' "$work/left.tps" "$work/right.tps"
 }
 peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> target tokens/s
   if [[ -n ${2:-} ]]; then
@@ -67,9 +81,10 @@ for ((r = 1; r <= rounds; ++r)); do
     echo "pytorch_eager,$t,$r,$(peer_run "$t" "$t")" >> "$rows"
   done
   echo "pytorch_eager_blas_pool,1,$r,$(peer_run 1)" >> "$rows"
+  echo "mona_side_by_side,1,$r,$(mona_side_by_side)" >> "$rows"
 done
 [[ -n $csv ]] && cp "$rows" "$csv.tmp" && mv "$csv.tmp" "$csv"
-for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2" "pytorch_eager_blas_pool,1"; do
+for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2" "pytorch_eager_blas_pool,1" "mona_side_by_side,1"; do
   grep "^$key," "$rows" | cut -d, -f4 | sort -n |
     awk -v k="$key" '{ a[NR] = $1 } END {
       med = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
