@@ -312,12 +312,14 @@ at::Tensor Attention::chunk_energy_step(SharedSteps* shared, const at::Tensor& q
   return shared != nullptr ? shared->chunk->step(query, keys) : chunk_energy()->forward(query.unsqueeze(1), keys);
 }
 
+at::Tensor Attention::training_noise(const at::Tensor& energy) {
+  if (!is_training() || options_.noise_std == 0) return {};
+  return at::randn(energy.sizes(), noise_gen_, energy.options());
+}
+
 at::Tensor Attention::selection_probability(const at::Tensor& energy) {
-  if (is_training() && options_.noise_std > 0) {
-    const at::Tensor noise = at::randn(energy.sizes(), noise_gen_, energy.options());
-    return torch::sigmoid(energy + options_.noise_std * noise);
-  }
-  return torch::sigmoid(energy);
+  const at::Tensor noise = training_noise(energy);
+  return torch::sigmoid(noise.defined() ? energy + options_.noise_std * noise : energy);
 }
 
 void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
@@ -550,21 +552,24 @@ MonotonicAttention::MonotonicAttention(const AttentionOptions& options) : Attent
   reseed_noise(options_.seed);
 }
 
-at::Tensor MonotonicAttention::alignment_step(SharedSteps* shared, const at::Tensor& query,
-                                              const Memory& memory, const at::Tensor& state, const char* fn) {
+StepOutput MonotonicAttention::expected_step(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
+                                             const at::Tensor& state, ChunkRule rule, const char* fn) {
   check_query(query, memory, options_.query_dim, fn);
   check_state(state, memory, fn);
-  const at::Tensor e = main_energy_step(shared, query, memory.keys).squeeze(1);
-  return monotonic_alignment_step(selection_probability(e), state, memory.lengths);
+  const at::Tensor e = main_energy_step(shared, query, memory.keys);
+  const at::Tensor u = rule == ChunkRule::kNone ? at::Tensor() : chunk_energy_step(shared, query, memory.chunk_keys);
+  const MonotonicStepOutput s = monotonic_attention_step(e, training_noise(e), options_.noise_std, state, u,
+                                                         memory.values, rule, options_.chunk_size, memory.lengths);
+  StepOutput out;
+  out.state = s.alpha;
+  out.weights = s.weights;
+  out.context = s.context;
+  return out;
 }
 
 StepOutput MonotonicAttention::step_with(SharedSteps* shared, const at::Tensor& query,
                                          const Memory& memory, const at::Tensor& state) {
-  StepOutput out;
-  out.state = alignment_step(shared, query, memory, state, "MonotonicAttention::step");
-  out.weights = out.state;
-  out.context = attention_context(out.weights, memory.values);
-  return out;
+  return expected_step(shared, query, memory, state, ChunkRule::kNone, "MonotonicAttention::step");
 }
 
 SequenceOutput MonotonicAttention::forward(const at::Tensor& queries, const Memory& memory,
@@ -623,13 +628,7 @@ MoChA::MoChA(const AttentionOptions& options) : MonotonicAttention(options) {
 
 StepOutput MoChA::step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                             const at::Tensor& state) {
-  StepOutput out;
-  out.state = alignment_step(shared, query, memory, state, "MoChA::step");
-  const at::Tensor u = chunk_energy_step(shared, query, memory.chunk_keys);
-  out.weights =
-      mocha_chunkwise(out.state.unsqueeze(1), u, options_.chunk_size, memory.lengths).squeeze(1);
-  out.context = attention_context(out.weights, memory.values);
-  return out;
+  return expected_step(shared, query, memory, state, ChunkRule::kFixed, "MoChA::step");
 }
 
 SequenceOutput MoChA::forward(const at::Tensor& queries, const Memory& memory,
@@ -662,17 +661,7 @@ MAtChA::MAtChA(const AttentionOptions& options) : MonotonicAttention(options) {
 
 StepOutput MAtChA::step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                              const at::Tensor& state) {
-  const char* fn = "MAtChA::step";
-  check_query(query, memory, options_.query_dim, fn);
-  check_state(state, memory, fn);
-  const at::Tensor p =
-      selection_probability(main_energy_step(shared, query, memory.keys).squeeze(1));
-  const at::Tensor u = chunk_energy_step(shared, query, memory.chunk_keys);
-  StepOutput out;
-  out.state = monotonic_alignment_step(p, state, memory.lengths);
-  out.weights = matcha_chunkwise(state.unsqueeze(1), p.unsqueeze(1), u, memory.lengths).squeeze(1);
-  out.context = attention_context(out.weights, memory.values);
-  return out;
+  return expected_step(shared, query, memory, state, ChunkRule::kAdaptive, "MAtChA::step");
 }
 
 SequenceOutput MAtChA::forward(const at::Tensor& queries, const Memory& memory,

@@ -46,17 +46,18 @@ inline void check_sizes(const at::Tensor& t, at::IntArrayRef sizes, const at::Te
               ref.scalar_type(), " (that of ", ref_name, "), got ", t.scalar_type());
 }
 
-/// additive_energy's arguments (mona/nn/functional.h): query [B, U, d], keys [B, T, d] and
-/// w [d], of one dtype.
+/// additive_energy's arguments (mona/nn/functional.h): query [B, U, d] (or [B, d], one step),
+/// keys [B, T, d] and w [d], of one dtype.
 inline void check_energy_args(const at::Tensor& query, const at::Tensor& keys,
                               const at::Tensor& w, const char* fn) {
-  check_tensor(query, fn, "query", 3, "[B, U, d]");
+  check_tensor(query, fn, "query", query.defined() && query.dim() == 2 ? 2 : 3, "[B, U, d]");
   check_tensor(keys, fn, "keys", 3, "[B, T, d]");
   check_tensor(w, fn, "w", 1, "[d]");
-  MONA_CHECK(keys.size(0) == query.size(0) && keys.size(2) == query.size(2), fn,
+  const int64_t d = query.size(-1);
+  MONA_CHECK(keys.size(0) == query.size(0) && keys.size(2) == d, fn,
              ": keys: expected sizes [B, T, d] with B = ", query.size(0), " and d = ",
-             query.size(2), " (those of query), got ", keys.sizes());
-  MONA_CHECK(w.size(0) == query.size(2), fn, ": w: expected sizes [d] = [", query.size(2),
+             d, " (those of query), got ", keys.sizes());
+  MONA_CHECK(w.size(0) == d, fn, ": w: expected sizes [d] = [", d,
              "], got ", w.sizes());
   MONA_CHECK(keys.scalar_type() == query.scalar_type(), fn, ": keys: expected dtype ",
              query.scalar_type(), " (that of query), got ", keys.scalar_type());

@@ -71,9 +71,7 @@ class UnrolledAdditiveEnergy : public UnrolledEnergy {
   UnrolledAdditiveEnergy(UnrolledLinear query_proj, at::Tensor v, at::Tensor r)
       : query_proj_(std::move(query_proj)), v_(std::move(v)), r_(std::move(r)) {}
   at::Tensor step(const at::Tensor& query, const at::Tensor& keys) override {
-    at::Tensor e = additive_energy(query_proj_.step(query).unsqueeze(1), keys, v_);
-    if (r_.defined()) e = e + r_;
-    return e;
+    return additive_energy(query_proj_.step(query), keys, v_, r_);  // [B, 1, T]
   }
 
  private:
@@ -100,9 +98,7 @@ at::Tensor AdditiveEnergy::keys(const at::Tensor& memory) { return memory_proj(m
 at::Tensor AdditiveEnergy::forward(const at::Tensor& queries, const at::Tensor& keys) {
   // [B, U, d] against [B, T, d] -> [B, U, T]: tanh and the product with v fused, one pass
   // each way (mona/core/additive_energy.h).
-  at::Tensor e = additive_energy(query_proj(queries), keys, effective_v());
-  if (monotonic_) e = e + r;
-  return e;
+  return additive_energy(query_proj(queries), keys, effective_v(), monotonic_ ? r : at::Tensor());
 }
 
 EnergyScorer AdditiveEnergy::scorer(const at::Tensor& query) {

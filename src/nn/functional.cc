@@ -4,6 +4,9 @@
 #include <ATen/Dispatch.h>
 #include <torch/autograd.h>
 
+#include <cmath>
+#include <vector>
+
 #include "check.h"
 #include "mona/core/additive_energy.h"
 #include "mona/core/attention_context.h"
@@ -253,25 +256,40 @@ struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
   }
 };
 
+// Inputs query [B, U, d] (or [B, d]: U = 1), keys, w and the offset as a list of zero or one
+// 0-dim tensors (a custom function cannot take an undefined tensor) -> e [B, U, T].
 struct AdditiveEnergyFn : torch::autograd::Function<AdditiveEnergyFn> {
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor query, at::Tensor keys, at::Tensor w) {
-    const int64_t B = query.size(0), U = query.size(1), T = keys.size(1), d = query.size(2);
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor query, at::Tensor keys, at::Tensor w,
+                            at::TensorList offset) {
+    const int64_t B = query.size(0), U = query.dim() == 3 ? query.size(1) : 1, T = keys.size(1), d = keys.size(2);
     at::Tensor e = at::empty({B, U, T}, query.options());
     AT_DISPATCH_FLOATING_TYPES(query.scalar_type(), "additive_energy", [&] {
-      core::additive_energy(query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                            e.data_ptr<scalar_t>(), B, U, T, d);
+      scalar_t* out = e.data_ptr<scalar_t>();
+      core::additive_energy(query.data_ptr<scalar_t>(), keys.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), out, B, U,
+                            T, d);
+      if (!offset.empty()) {
+        const scalar_t r = *offset[0].data_ptr<scalar_t>();
+        for (int64_t k = 0; k < B * U * T; ++k) out[k] += r;
+      }
     });
     ctx->save_for_backward({query, keys, w});
+    ctx->saved_data["offset"] = !offset.empty();
     return e;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::additive_energy", s, grads);
-    auto [gq, gk, gw] =
-        additive_energy_grads(grads[0].contiguous(), s[0], s[1], s[2],
-                              {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-    return {gq, gk, gw};
+    const at::Tensor g = grads[0].contiguous();
+    const at::Tensor& query = s[0];
+    const at::Tensor q = query.dim() == 3 ? query : query.view({query.size(0), 1, query.size(1)});
+    auto [gq, gk, gw] = additive_energy_grads(
+        g, q, s[1], s[2], {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    if (gq.defined() && query.dim() == 2) gq = gq.view(query.sizes());
+    variable_list out = {gq, gk, gw};
+    // dL/d(offset) = the sum of dL/de over every entry (each is e + offset).
+    if (ctx->saved_data["offset"].toBool()) out.push_back(ctx->needs_input_grad(3) ? g.sum() : at::Tensor());
+    return out;
   }
 };
 
@@ -296,6 +314,132 @@ struct AttentionContextFn : torch::autograd::Function<AttentionContextFn> {
   }
 };
 
+// monotonic_attention_step's arguments that are not differentiated: the rule, the training
+// noise (a tensor of the energy's numel, or undefined) and the lengths.
+struct StepRule {
+  ChunkRule rule = ChunkRule::kNone;
+  int64_t w = 1;
+  double noise_std = 0;
+  at::Tensor noise, in_lens;
+};
+
+// a + b where either may be undefined (a gradient that no output sent). b is a tensor this
+// node made, so the sum is taken into it.
+at::Tensor sum_defined(const at::Tensor& a, at::Tensor b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return b.add_(a);
+}
+
+// The one-node step of monotonic_attention_step. Inputs energy, alpha_prev, values and the
+// chunk energy as a list of zero or one tensors (a custom function cannot take an undefined
+// tensor); outputs alpha, [beta,] context. Saved: p, alpha_prev, alpha, beta, values, u.
+struct MonotonicAttentionStepFn : torch::autograd::Function<MonotonicAttentionStepFn> {
+  static variable_list forward(AutogradContext* ctx, at::Tensor energy, at::Tensor alpha_prev, at::Tensor values,
+                               at::TensorList chunk, StepRule r) {
+    ctx->set_materialize_grads(false);  // an output nothing reads sends no gradient
+    const int64_t B = alpha_prev.size(0), T = alpha_prev.size(1), D = values.size(2);
+    const at::Tensor u = chunk.empty() ? at::Tensor() : chunk[0];
+    at::Tensor p = at::empty({B, T}, alpha_prev.options()), alpha = at::empty_like(p);
+    at::Tensor beta = r.rule == ChunkRule::kNone ? alpha : at::empty_like(p);
+    at::Tensor context = at::empty({B, D}, values.options());
+    const auto grid = make_grid(B, 1, T, r.in_lens, {});
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_attention_step", [&] {
+      const scalar_t* e = energy.data_ptr<scalar_t>();
+      const scalar_t* n = detail::ptr_or_null<scalar_t>(r.noise);
+      const scalar_t s = static_cast<scalar_t>(r.noise_std);
+      scalar_t* pp = p.data_ptr<scalar_t>();
+      for (int64_t k = 0; k < B * T; ++k) {
+        const scalar_t x = n ? e[k] + s * n[k] : e[k];
+        pp[k] = scalar_t(1) / (scalar_t(1) + std::exp(-x));
+      }
+      core::monotonic_alignment_step(pp, alpha_prev.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(), B, T,
+                                     detail::ptr_or_null(r.in_lens));
+      if (r.rule == ChunkRule::kFixed) {
+        core::mocha_chunkwise(alpha.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(), grid,
+                              r.w);
+      } else if (r.rule == ChunkRule::kAdaptive) {
+        core::matcha_chunkwise(alpha_prev.data_ptr<scalar_t>(), pp, u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(),
+                               grid);
+      }
+      core::attention_context(beta.data_ptr<scalar_t>(), values.data_ptr<scalar_t>(), context.data_ptr<scalar_t>(),
+                              B, 1, T, D);
+    });
+    ctx->save_for_backward({p, alpha_prev, alpha, beta, values, u});
+    ctx->saved_data["rule"] = static_cast<int64_t>(r.rule);
+    ctx->saved_data["w"] = r.w;
+    ctx->saved_data["energy_dim"] = energy.dim();
+    if (r.in_lens.defined()) ctx->saved_data["in_lens"] = r.in_lens;
+    if (r.rule == ChunkRule::kNone) return {alpha, context};
+    return {alpha, beta, context};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    detail::check_first_order("mona::nn::monotonic_attention_step", s, grads);
+    const at::Tensor &p = s[0], &alpha_prev = s[1], &alpha = s[2], &beta = s[3], &values = s[4], &u = s[5];
+    const auto rule = static_cast<ChunkRule>(ctx->saved_data["rule"].toInt());
+    const int64_t w = ctx->saved_data["w"].toInt(), B = p.size(0), T = p.size(1), D = values.size(2);
+    const at::Tensor in_lens = detail::saved_or_undefined(ctx, "in_lens");
+    const auto grid = make_grid(B, 1, T, in_lens, {});
+    const at::Tensor& g_c = grads.back();
+    at::Tensor g_alpha = grads[0].defined() ? grads[0].contiguous() : at::Tensor();
+    at::Tensor g_beta = rule != ChunkRule::kNone && grads[1].defined() ? grads[1].contiguous() : at::Tensor();
+    at::Tensor g_values, g_u, g_p, g_prev, g_e;
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_attention_step_backward", [&] {
+      if (g_c.defined()) {  // c = sum_j beta[j] values[j]
+        at::Tensor gw = at::empty_like(p);
+        if (ctx->needs_input_grad(2)) g_values = at::empty_like(values);
+        core::attention_context_backward(g_c.contiguous().data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(),
+                                         values.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
+                                         detail::ptr_or_null<scalar_t>(g_values), B, 1, T, D);
+        if (rule == ChunkRule::kNone) {
+          g_alpha = sum_defined(g_alpha, gw);
+        } else {
+          g_beta = sum_defined(g_beta, gw);
+        }
+      }
+      if (g_beta.defined() && rule == ChunkRule::kFixed) {
+        at::Tensor ga = at::empty_like(p);
+        g_u = at::empty_like(p);
+        core::mocha_chunkwise_backward(g_beta.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(),
+                                       u.data_ptr<scalar_t>(), ga.data_ptr<scalar_t>(), g_u.data_ptr<scalar_t>(),
+                                       grid, w);
+        g_alpha = sum_defined(g_alpha, ga);
+      } else if (g_beta.defined() && rule == ChunkRule::kAdaptive) {
+        g_prev = at::empty_like(p);
+        g_p = at::empty_like(p);
+        g_u = at::empty_like(p);
+        core::matcha_chunkwise_backward(g_beta.data_ptr<scalar_t>(), alpha_prev.data_ptr<scalar_t>(),
+                                        p.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(),
+                                        g_prev.data_ptr<scalar_t>(), g_p.data_ptr<scalar_t>(),
+                                        g_u.data_ptr<scalar_t>(), grid);
+      }
+      if (g_alpha.defined()) {  // alpha = monotonic_alignment_step(p, alpha_prev)
+        at::Tensor gp = at::empty_like(p), gprev = at::empty_like(p);
+        core::monotonic_alignment_step_backward(g_alpha.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
+                                                alpha_prev.data_ptr<scalar_t>(), gp.data_ptr<scalar_t>(),
+                                                gprev.data_ptr<scalar_t>(), B, T, detail::ptr_or_null(in_lens));
+        g_p = sum_defined(g_p, gp);
+        g_prev = sum_defined(g_prev, gprev);
+      }
+      if (g_p.defined()) {  // p = sigmoid(x): dp/dx = p (1 - p)
+        g_e = ctx->saved_data["energy_dim"].toInt() == 2 ? at::empty({B, T}, p.options())
+                                                         : at::empty({B, 1, T}, p.options());
+        const scalar_t* pp = p.data_ptr<scalar_t>();
+        const scalar_t* gpp = g_p.data_ptr<scalar_t>();
+        scalar_t* ge = g_e.data_ptr<scalar_t>();
+        for (int64_t k = 0; k < B * T; ++k) ge[k] = gpp[k] * pp[k] * (scalar_t(1) - pp[k]);
+      }
+    });
+    if (g_u.defined() && u.dim() == 3) g_u = g_u.view({B, 1, T});
+    variable_list out = {g_e, g_prev, g_values};
+    if (rule != ChunkRule::kNone) out.push_back(g_u);
+    out.push_back(at::Tensor());  // the StepRule
+    return out;
+  }
+};
+
 // A backward pass's tensor argument: defined, on the CPU, floating, with the sizes and dtype
 // of `ref` (an input or output of the forward).
 void check_same(const at::Tensor& t, const at::Tensor& ref, const char* fn, const char* name,
@@ -311,9 +455,18 @@ at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values
   return AttentionContextFn::apply(weights.contiguous(), values.contiguous());
 }
 
-at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w) {
-  detail::check_energy_args(query, keys, w, "mona::nn::additive_energy");
-  return AdditiveEnergyFn::apply(query.contiguous(), keys.contiguous(), w.contiguous());
+at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w,
+                           const at::Tensor& offset) {
+  const char* fn = "mona::nn::additive_energy";
+  detail::check_energy_args(query, keys, w, fn);
+  std::vector<at::Tensor> r;
+  if (offset.defined()) {
+    detail::check_tensor(offset, fn, "offset", 0, "[] (a scalar)");
+    MONA_CHECK(offset.scalar_type() == query.scalar_type(), fn, ": offset: expected dtype ", query.scalar_type(),
+               " (that of query), got ", offset.scalar_type());
+    r.push_back(offset);
+  }
+  return AdditiveEnergyFn::apply(query.contiguous(), keys.contiguous(), w.contiguous(), at::TensorList(r));
 }
 
 at::Tensor monotonic_alignment(const at::Tensor& p, const at::Tensor& in_lens,
@@ -372,6 +525,59 @@ at::Tensor matcha_chunkwise(const at::Tensor& alpha_prev, const at::Tensor& p,
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", p.size(0), p.size(2));
   const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", p.size(0), p.size(1));
   return MatchaFn::apply(alpha_prev.contiguous(), p.contiguous(), u.contiguous(), Lengths{il, ol});
+}
+
+MonotonicStepOutput monotonic_attention_step(const at::Tensor& energy, const at::Tensor& noise, double noise_std,
+                                             const at::Tensor& alpha_prev, const at::Tensor& chunk_energy,
+                                             const at::Tensor& values, ChunkRule rule, int64_t w,
+                                             const at::Tensor& in_lens) {
+  const char* fn = "mona::nn::monotonic_attention_step";
+  detail::check_tensor(alpha_prev, fn, "alpha_prev", 2, "[B, T]");
+  const int64_t B = alpha_prev.size(0), T = alpha_prev.size(1);
+  // energy and chunk_energy: [B, T], or [B, 1, T] as one step of Energy::forward gives them.
+  const auto check_energy = [&](const at::Tensor& e, const char* name) {
+    MONA_CHECK(e.defined(), fn, ": ", name, " must be a defined tensor");
+    detail::check_tensor(e, fn, name, e.dim() == 3 ? 3 : 2, "[B, T] or [B, 1, T]");
+    const bool fits = e.dim() == 2 ? e.sizes() == alpha_prev.sizes()
+                                   : e.size(0) == B && e.size(1) == 1 && e.size(2) == T;
+    MONA_CHECK(fits, fn, ": ", name, ": expected sizes [B, T] = [", B, ", ", T, "] or [B, 1, T], got ", e.sizes());
+    MONA_CHECK(e.scalar_type() == alpha_prev.scalar_type(), fn, ": ", name, ": expected dtype ",
+               alpha_prev.scalar_type(), " (that of alpha_prev), got ", e.scalar_type());
+  };
+  check_energy(energy, "energy");
+  detail::check_tensor(values, fn, "values", 3, "[B, T, D]");
+  MONA_CHECK(values.size(0) == B && values.size(1) == T, fn, ": values: expected sizes [B, T, D] with [B, T] = [", B,
+             ", ", T, "] (those of alpha_prev), got ", values.sizes());
+  MONA_CHECK(values.scalar_type() == alpha_prev.scalar_type(), fn, ": values: expected dtype ",
+             alpha_prev.scalar_type(), " (that of alpha_prev), got ", values.scalar_type());
+  StepRule r;
+  r.rule = rule;
+  r.w = w;
+  if (rule == ChunkRule::kNone) {
+    MONA_CHECK(!chunk_energy.defined(), fn, ": chunk_energy: expected none (undefined) under ChunkRule::kNone, got ",
+               chunk_energy.sizes());
+  } else {
+    MONA_CHECK(chunk_energy.defined(), fn, ": chunk_energy: expected [B, T] = [", B, ", ", T,
+               "] under a chunk rule (MoChA, MAtChA), got an undefined tensor");
+    check_energy(chunk_energy, "chunk_energy");
+  }
+  MONA_CHECK(rule != ChunkRule::kFixed || w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
+  MONA_CHECK(std::isfinite(noise_std), fn, ": noise_std: expected a finite value, got ", noise_std);
+  if (noise.defined()) {
+    MONA_CHECK(noise.numel() == B * T && noise.scalar_type() == alpha_prev.scalar_type() && noise.device().is_cpu(),
+               fn, ": noise: expected a CPU tensor of ", B * T, " values ([B, T]) of dtype ", alpha_prev.scalar_type(),
+               ", got sizes ", noise.sizes(), ", dtype ", noise.scalar_type(), ", device ", noise.device());
+    r.noise = noise.contiguous();
+    r.noise_std = noise_std;
+  }
+  r.in_lens = detail::check_lengths(in_lens, fn, "in_lens", B, T);
+  std::vector<at::Tensor> chunk;
+  if (rule != ChunkRule::kNone) chunk.push_back(chunk_energy.contiguous());
+  const variable_list out =
+      MonotonicAttentionStepFn::apply(energy.contiguous(), alpha_prev.contiguous(), values.contiguous(),
+                                      at::TensorList(chunk), r);
+  if (rule == ChunkRule::kNone) return {out[0], out[0], out[1]};
+  return {out[0], out[1], out[2]};
 }
 
 at::Tensor masked_softmax(const at::Tensor& e, const at::Tensor& in_lens,
@@ -460,6 +666,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_backward(const at
                                                                         const at::Tensor& keys, const at::Tensor& w,
                                                                         std::array<bool, 3> output_mask) {
   const char* fn = "mona::nn::additive_energy_backward";
+  detail::check_tensor(query, fn, "query", 3, "[B, U, d]");
   detail::check_energy_args(query, keys, w, fn);
   detail::check_tensor(grad_e, fn, "grad_e", 3, "[B, U, T]");
   detail::check_sizes(grad_e, {query.size(0), query.size(1), keys.size(1)}, query, fn, "grad_e", "[B, U, T]",

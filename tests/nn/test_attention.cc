@@ -228,6 +228,28 @@ TEST(Functional, AdditiveEnergyMatchesTheATenFormula) {
                                        w.detach().to(torch::kFloat));
   EXPECT_EQ(f32.scalar_type(), torch::kFloat);
   EXPECT_LT((f32.to(torch::kDouble) - aten.detach()).abs().max().item<double>(), 2e-5);
+
+  // One decoder step: a query [B, d] and the offset r of 002 eq. 16 against the same ATen
+  // formula with the view and the sum spelled out; the same 1e-13 (one more rounding, the
+  // offset's addition, which ATen makes too).
+  auto q1 = (2 * torch::randn({B, d}, torch::kDouble)).requires_grad_();
+  auto r = torch::full({}, -1.25, torch::kDouble).requires_grad_();
+  const auto G1 = torch::randn({B, 1, T}, torch::kDouble);
+  const auto step = nn::additive_energy(q1, keys, w, r);
+  ASSERT_EQ(step.sizes(), (std::vector<int64_t>{B, 1, T}));
+  const auto step_aten = torch::matmul(torch::tanh(q1.unsqueeze(1).unsqueeze(2) + keys.unsqueeze(1)), w) + r;
+  EXPECT_LT((step - step_aten).abs().max().item<double>(), 1e-13);
+  const auto gs = torch::autograd::grad({(step * G1).sum()}, {q1, keys, w, r});
+  const auto gs_aten = torch::autograd::grad({(step_aten * G1).sum()}, {q1, keys, w, r});
+  const char* step_names[] = {"step query", "step keys", "step w", "offset"};
+  for (int n = 0; n < 4; ++n) {
+    ASSERT_EQ(gs[n].sizes(), gs_aten[n].sizes()) << step_names[n];
+    EXPECT_LT((gs[n] - gs_aten[n]).abs().max().item<double>(), 1e-13) << step_names[n];
+  }
+  expect_error([&] { nn::additive_energy(q1, keys, w, torch::ones({1}, torch::kDouble)); },
+               "mona::nn::additive_energy: offset: expected 0 dims [] (a scalar), got [1]");
+  expect_error([&] { nn::additive_energy(q1, keys, w, torch::ones({}, torch::kFloat)); },
+               "mona::nn::additive_energy: offset: expected dtype Double (that of query), got Float");
 }
 
 TEST(Functional, AttentionContextMatchesBmm) {
@@ -289,6 +311,146 @@ TEST(Functional, ArgumentErrorsNameTheArgument) {
                "keys: expected dtype Float (that of query), got Double");
   expect_error([&] { nn::monotonic_alignment(p * 2 + 1); },  // values, from the kernel
                      "p: expected values in [0, 1]");
+}
+
+// monotonic_attention_step is the composition of the functions above (each tested against
+// finite differences and brute force): its outputs and the gradients of every input must be
+// theirs, for each chunk rule, both energy shapes, with noise and lengths, and with a
+// gradient reaching only some outputs. float64; the two differ by the order of a few
+// roundings (ATen's sigmoid against std::exp, sums formed in another order), so 1e-13
+// relative to the largest magnitude is a few hundred ulp, far below any error in a formula.
+TEST(Functional, MonotonicAttentionStepEqualsItsComposition) {
+  torch::manual_seed(3);
+  const int64_t B = 3, T = 7, D = 4;
+  const auto lens = torch::tensor({7, 4, 1}, torch::kLong);
+  const auto noise = torch::randn({B, T}, torch::kDouble);
+  const double noise_std = 1.5;
+  struct Case {
+    nn::ChunkRule rule;
+    bool three_dims, with_noise;
+    std::array<bool, 3> graded;  // which outputs the loss reads: alpha, weights, context
+  };
+  const std::vector<Case> cases = {
+      {nn::ChunkRule::kNone, false, true, {true, false, true}},
+      {nn::ChunkRule::kNone, true, false, {false, true, false}},
+      {nn::ChunkRule::kFixed, true, true, {true, true, true}},
+      {nn::ChunkRule::kFixed, false, false, {false, false, true}},
+      {nn::ChunkRule::kAdaptive, true, true, {true, true, true}},
+      {nn::ChunkRule::kAdaptive, false, true, {true, false, false}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("rule " + std::to_string(static_cast<int>(c.rule)) + (c.three_dims ? ", [B, 1, T]" : ", [B, T]") +
+                 (c.with_noise ? ", noise" : ""));
+    const std::vector<int64_t> shape = c.three_dims ? std::vector<int64_t>{B, 1, T} : std::vector<int64_t>{B, T};
+    const auto e = (torch::randn(shape, torch::kDouble) * 2).requires_grad_();
+    const auto u = torch::randn(shape, torch::kDouble).requires_grad_();
+    const auto prev = torch::softmax(torch::randn({B, T}, torch::kDouble), 1).requires_grad_();
+    const auto values = torch::randn({B, T, D}, torch::kDouble).requires_grad_();
+    const auto Ga = torch::randn({B, T}, torch::kDouble), Gw = torch::randn({B, T}, torch::kDouble);
+    const auto Gc = torch::randn({B, D}, torch::kDouble);
+    const bool chunked = c.rule != nn::ChunkRule::kNone;
+    const int64_t w = 3;
+
+    const auto fused = nn::monotonic_attention_step(e, c.with_noise ? noise : torch::Tensor(), noise_std, prev,
+                                                    chunked ? u : torch::Tensor(), values, c.rule, w, lens);
+    // The composition, from the public functions.
+    const auto e2 = e.reshape({B, T});
+    const auto p = torch::sigmoid(c.with_noise ? e2 + noise_std * noise : e2);
+    const auto alpha = nn::monotonic_alignment_step(p, prev, lens);
+    torch::Tensor weights = alpha;
+    if (c.rule == nn::ChunkRule::kFixed) {
+      weights = nn::mocha_chunkwise(alpha.unsqueeze(1), u.reshape({B, 1, T}), w, lens).squeeze(1);
+    } else if (c.rule == nn::ChunkRule::kAdaptive) {
+      weights = nn::matcha_chunkwise(prev.unsqueeze(1), p.unsqueeze(1), u.reshape({B, 1, T}), lens).squeeze(1);
+    }
+    const auto context = nn::attention_context(weights, values);
+
+    const auto loss = [&](const torch::Tensor& a, const torch::Tensor& wt, const torch::Tensor& ctx) {
+      torch::Tensor l = torch::zeros({}, torch::kDouble);
+      if (c.graded[0]) l = l + (a * Ga).sum();
+      if (c.graded[1]) l = l + (wt * Gw).sum();
+      if (c.graded[2]) l = l + (ctx * Gc).sum();
+      return l;
+    };
+    std::vector<torch::Tensor> inputs = {e, prev, values};
+    if (chunked) inputs.push_back(u);
+    const auto g_fused = torch::autograd::grad({loss(fused.alpha, fused.weights, fused.context)}, inputs, {},
+                                               /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+    const auto g_ref = torch::autograd::grad({loss(alpha, weights, context)}, inputs, {}, false, false, true);
+
+    const auto expect_close = [](const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
+      ASSERT_EQ(got.defined(), want.defined()) << what;
+      if (!want.defined()) return;
+      ASSERT_EQ(got.sizes(), want.sizes()) << what;
+      const double scale = std::max(1.0, want.abs().max().item<double>());
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-13 * scale) << what;
+    };
+    expect_close(fused.alpha, alpha, "alpha");
+    expect_close(fused.weights, weights, "weights");
+    expect_close(fused.context, context, "context");
+    const std::vector<std::string> names = {"grad energy", "grad alpha_prev", "grad values", "grad chunk_energy"};
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      // An input the read outputs do not depend on gets no gradient from either; the
+      // composition may return zeros where the node returns none.
+      const torch::Tensor want = g_ref[k].defined() ? g_ref[k] : torch::zeros_like(inputs[k]);
+      const torch::Tensor got = g_fused[k].defined() ? g_fused[k] : torch::zeros_like(inputs[k]);
+      expect_close(got, want, names[k]);
+    }
+  }
+}
+
+// The step's gradients by central differences as well (the composition test above could
+// share a mistake with the functions it composes only if they all had it).
+TEST(Functional, MonotonicAttentionStepMatchesFiniteDifferences) {
+  torch::manual_seed(4);
+  const int64_t B = 2, T = 5, D = 3;
+  const auto lens = torch::tensor({5, 3}, torch::kLong);
+  const auto noise = torch::randn({B, T}, torch::kDouble);
+  for (const auto rule : {nn::ChunkRule::kNone, nn::ChunkRule::kFixed, nn::ChunkRule::kAdaptive}) {
+    const bool chunked = rule != nn::ChunkRule::kNone;
+    auto e = torch::randn({B, 1, T}, torch::kDouble).requires_grad_();
+    auto u = torch::randn({B, 1, T}, torch::kDouble).requires_grad_();
+    auto prev = torch::softmax(torch::randn({B, T}, torch::kDouble), 1).requires_grad_();
+    auto values = torch::randn({B, T, D}, torch::kDouble).requires_grad_();
+    const auto Ga = torch::randn({B, T}, torch::kDouble), Gw = torch::randn({B, T}, torch::kDouble);
+    const auto Gc = torch::randn({B, D}, torch::kDouble);
+    const auto f = [&] {
+      const auto s = nn::monotonic_attention_step(e, noise, 0.5, prev, chunked ? u : torch::Tensor(), values, rule, 2,
+                                                  lens);
+      return (s.alpha * Ga).sum() + (s.weights * Gw).sum() + (s.context * Gc).sum();
+    };
+    f().backward();
+    std::vector<std::pair<torch::Tensor, std::string>> inputs = {{e, "energy"}, {prev, "alpha_prev"},
+                                                                 {values, "values"}};
+    if (chunked) inputs.push_back({u, "chunk_energy"});
+    for (auto& [x, name] : inputs) {
+      const auto num = numeric_grad([&] { return f().item<double>(); }, x.detach());
+      expect_grad_close(x.grad(), num, 1e-7, "rule " + std::to_string(static_cast<int>(rule)) + " " + name);
+    }
+  }
+}
+
+TEST(Functional, MonotonicAttentionStepNamesBadArguments) {
+  const auto e = torch::rand({2, 4}), prev = torch::rand({2, 4}), values = torch::rand({2, 4, 3});
+  const char* fn = "mona::nn::monotonic_attention_step: ";
+  expect_error([&] { nn::monotonic_attention_step(e, {}, 0, prev, {}, values, nn::ChunkRule::kFixed, 2); },
+               std::string(fn) + "chunk_energy: expected [B, T] = [2, 4] under a chunk rule (MoChA, MAtChA), got an"
+               " undefined tensor");
+  expect_error([&] { nn::monotonic_attention_step(e, {}, 0, prev, e, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "chunk_energy: expected none (undefined) under ChunkRule::kNone, got [2, 4]");
+  expect_error([&] { nn::monotonic_attention_step(torch::rand({2, 2, 4}), {}, 0, prev, {}, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "energy: expected sizes [B, T] = [2, 4] or [B, 1, T], got [2, 2, 4]");
+  expect_error([&] { nn::monotonic_attention_step(e, {}, 0, prev, e, values, nn::ChunkRule::kFixed, 0); },
+               std::string(fn) + "w: chunk size must be >= 1, got 0");
+  expect_error([&] { nn::monotonic_attention_step(e, {}, 0, prev, {}, torch::rand({2, 5, 3}), nn::ChunkRule::kNone); },
+               std::string(fn) + "values: expected sizes [B, T, D] with [B, T] = [2, 4] (those of alpha_prev), got"
+               " [2, 5, 3]");
+  expect_error([&] { nn::monotonic_attention_step(e, torch::rand({3}), 1, prev, {}, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "noise: expected a CPU tensor of 8 values ([B, T]) of dtype Float, got sizes [3]");
+  expect_error([&] { nn::monotonic_attention_step(e, {}, 0, prev.to(torch::kDouble), {}, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "energy: expected dtype Double (that of alpha_prev), got Float");
+  expect_error([&] { nn::monotonic_attention_step(e * NAN, {}, 0, prev, {}, values, nn::ChunkRule::kNone); },
+               "p: expected values in [0, 1]");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@
 #include "mona/core/rng.h"
 #include "mona/core/scan.h"
 #include "mona/nn/energy.h"
+#include "mona/nn/functional.h"
 
 namespace mona::nn {
 
@@ -311,7 +312,11 @@ class Attention : public torch::nn::Module {
   /// keys [B, T, Dk], by the unrolled energy in `shared` when not null, else by forward().
   at::Tensor main_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys);
   at::Tensor chunk_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys);
-  /// p = sigmoid(e + noise) with noise in training mode only.
+  /// The pre-sigmoid noise of a training step (002 sec. 2.4, 000 eq. 21): standard normal
+  /// values shaped like `energy`, from the noise generator, in training mode with
+  /// options.noise_std > 0; otherwise undefined (none). The caller scales it by noise_std.
+  at::Tensor training_noise(const at::Tensor& energy);
+  /// p = sigmoid(e + noise_std * training_noise(e)).
   at::Tensor selection_probability(const at::Tensor& energy);
   /// Hard monotonic scan over `memory` for one query, into `out` (all fields reset); on
   /// kChose fills index.
@@ -383,11 +388,12 @@ class MonotonicAttention : public Attention {
   StepOutput step_with(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
                        const at::Tensor& state) override;
   Energy& main_energy() override { return *monotonic; }
-  /// One step's expected alignment alpha_i [B, T] (002 eq. 13) from the query and alpha_{i-1}
-  /// (`state`), argument checks included: step() without the context, which MoChA and
-  /// MAtChA build from their own chunk weights.
-  at::Tensor alignment_step(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
-                            const at::Tensor& state, const char* fn);
+  /// step() of the monotonic family, argument checks included (`fn` names the caller): the
+  /// step's energies (and chunk energies under a chunk rule), then monotonic_attention_step
+  /// (mona/nn/functional.h) with this module's noise, chunk size and `rule` (kNone here,
+  /// kFixed for MoChA, kAdaptive for MAtChA).
+  StepOutput expected_step(SharedSteps* shared, const at::Tensor& query, const Memory& memory,
+                           const at::Tensor& state, ChunkRule rule, const char* fn);
 };
 
 /// MoChA with chunk size w = options.chunk_size (000).

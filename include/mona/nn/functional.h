@@ -47,12 +47,16 @@ at::Tensor matcha_chunkwise(const at::Tensor& alpha_prev, const at::Tensor& p,
                             const at::Tensor& out_lens = {});
 
 /// Additive energies (002 eqs. 15-16, 000 eq. 5; mona/core/additive_energy.h): the
-/// queries' part query [B, U, d] (W_s s + b), the keys [B, T, d] (W_h h) and the weight
-/// w [d] (v, or g v / ||v||) -> e [B, U, T], e[b, i, j] = sum_k w[k] tanh(query[b, i, k] +
-/// keys[b, j, k]), one fused pass each way, h = tanh(.) never stored. Every entry is scored
-/// (mask padding after). Differentiable in all three. Throws mona::ArgumentError naming the
-/// argument when a size or dtype does not match.
-at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w);
+/// queries' part query [B, U, d] (W_s s + b), the keys [B, T, d] (W_h h), the weight
+/// w [d] (v, or g v / ||v||) and an optional offset (r of 002 eq. 16, a 0-dim tensor) ->
+/// e [B, U, T], e[b, i, j] = sum_k w[k] tanh(query[b, i, k] + keys[b, j, k]) + offset, one
+/// fused pass each way, h = tanh(.) never stored. A query [B, d] is one decoder step
+/// (U = 1: e [B, 1, T], its gradient [B, d]), as Energy::forward gives it for one query,
+/// without a view between. Every entry is scored (mask padding after). Differentiable in
+/// all four. Throws mona::ArgumentError naming the argument when a size or dtype does not
+/// match.
+at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& w,
+                           const at::Tensor& offset = {});
 
 /// Context vectors of attention (002 eq. 3, 000 eq. 26; mona/core/attention_context.h):
 /// weights [B, T] of one output step and the memory's values [B, T, d] -> context [B, d],
@@ -61,6 +65,52 @@ at::Tensor additive_energy(const at::Tensor& query, const at::Tensor& keys, cons
 /// exactly 0 are skipped, so padding values never reach the context. Differentiable in both.
 /// Throws mona::ArgumentError naming the argument when a size or dtype does not match.
 at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values);
+
+/// How the attention weights of monotonic_attention_step follow from its alignment.
+enum class ChunkRule {
+  kNone,      ///< hard monotonic attention: the weights are alpha_i itself (002 eq. 13)
+  kFixed,     ///< MoChA: chunks of w entries ending at the chosen one (000 eqs. 24-25)
+  kAdaptive,  ///< MAtChA: chunks from t_{i-1} to t_i (000 eq. 28)
+};
+
+/// What monotonic_attention_step returns.
+struct MonotonicStepOutput {
+  at::Tensor alpha;    ///< alpha_i [B, T], the next step's alpha_prev
+  at::Tensor weights;  ///< beta_i [B, T] (alpha_i itself under ChunkRule::kNone)
+  at::Tensor context;  ///< c_i [B, D]
+};
+
+/// One decoder step of the monotonic family in expectation, from the step's energies to
+/// its context (000 eqs. 20-26; with ChunkRule::kAdaptive eq. 28 in place of 25; with
+/// kNone, 002 eqs. 12-13 and 3):
+///
+///   p_i     = sigmoid(e_i + noise_std * noise)           (000 eqs. 21-22, 002 eq. 12)
+///   alpha_i = monotonic_alignment_step(p_i, alpha_prev)  (002 eq. 13: 000 eq. 23's recurrence)
+///   beta_i  = alpha_i                                    (kNone)
+///             mocha_chunkwise(alpha_i, u_i, w)           (kFixed, 000 eq. 25)
+///             matcha_chunkwise(alpha_prev, p_i, u_i)     (kAdaptive, 000 eq. 28)
+///   c_i     = attention_context(beta_i, values)          (000 eq. 26)
+///
+/// The functions named are the ones composed, each the same core kernel, forward and
+/// backward; here they make one autograd node where the composition records four to six
+/// (and the sigmoid's, the noise's sum and the views between them), which is what an RNN
+/// decoder's training pass pays per step once the batch is small.
+///
+/// Shapes: energy e_i and chunk_energy u_i [B, T] or [B, 1, T] (one step of
+/// Energy::forward); noise like energy, or undefined for none (evaluation, or
+/// noise_std = 0); alpha_prev [B, T]; values [B, T, D]; in_lens [B] or undefined. The
+/// gradients of energy and chunk_energy have their shapes. chunk_energy is required by
+/// kFixed and kAdaptive and must be undefined under kNone; w >= 1 is read by kFixed only.
+/// Differentiable in energy, alpha_prev, chunk_energy and values (not in noise).
+///
+/// Errors (mona::ArgumentError, naming the argument and the values found): a rank, size or
+/// dtype that does not match; a chunk_energy given or missing against `rule`; w < 1 under
+/// kFixed; a non-finite noise_std. A NaN energy gives a NaN p, which the alignment kernel
+/// rejects naming p (mona::Error).
+MonotonicStepOutput monotonic_attention_step(const at::Tensor& energy, const at::Tensor& noise, double noise_std,
+                                             const at::Tensor& alpha_prev, const at::Tensor& chunk_energy,
+                                             const at::Tensor& values, ChunkRule rule, int64_t w = 1,
+                                             const at::Tensor& in_lens = {});
 
 /// Softmax of energies e [B, U, T] over the valid entries of each row (soft attention,
 /// 000 eqs. 4-6); padded rows and entries are 0. Differentiable in e.
