@@ -58,8 +58,9 @@ struct LstmLayerFn : torch::autograd::Function<LstmLayerFn> {
     hs[0].copy_(h0);
     cs[0].copy_(c0);
     std::vector<at::Tensor> g = gates.unbind(0), h = hs.unbind(0), c = cs.unbind(0);
+    const at::Tensor w_hh_t = w_hh.t();  // one view for all steps
     for (int64_t t = 0; t < T; ++t) {
-      gemm_into(g[t], h[t], w_hh.t(), 1.0f);
+      gemm_into(g[t], h[t], w_hh_t, 1.0f);
       cell_forward(g[t], b_hh, c[t], c[t + 1], h[t + 1]);
     }
     ctx->save_for_backward({xs, gates, hs, cs, w_ih, w_hh});
@@ -155,9 +156,10 @@ at::Tensor state_or_zeros(const at::Tensor& s, int64_t B, int64_t H, const at::T
 }  // namespace
 
 struct UnrolledLstmCell::Shared {
-  at::Tensor w;                      // [4H, D + H]: [W_ih W_hh], no autograd history
+  at::Tensor w, w_t;                 // [4H, D + H]: [W_ih W_hh], no autograd history; w_t its transpose (a view)
   at::Tensor b_ih, b_hh;             // [4H] each, no autograd history (their gradients: the weights node's)
   at::Tensor xh;                     // [steps, B, D + H]: each step's [x_i h_{i-1}]
+  std::vector<at::Tensor> xh_rows;   // steps x [B, D + H]: xh's blocks (views made once)
   std::vector<at::Tensor> gates_in;  // steps x [B, 4H]: the weights node's placeholder, per step
   int64_t B = 0, D = 0, H = 0, next = 0;
 };
@@ -169,7 +171,7 @@ namespace {
 struct UnrolledStepFn : torch::autograd::Function<UnrolledStepFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, at::Tensor h, at::Tensor c,
                                at::Tensor gates_in, const UnrolledLstmCell::Shared* s) {
-    const at::Tensor xh = s->xh[s->next];  // [B, D + H], this step's rows of the buffer
+    const at::Tensor& xh = s->xh_rows[s->next];  // [B, D + H], this step's rows of the buffer
     std::vector<int64_t> widths;
     int64_t at_col = 0;
     for (const at::Tensor& x : inputs) {
@@ -178,7 +180,7 @@ struct UnrolledStepFn : torch::autograd::Function<UnrolledStepFn> {
       at_col += x.size(1);
     }
     detail::copy_block(xh, s->D, h);
-    at::Tensor gates = gemm_bias(s->b_ih, xh, s->w.t());  // gates_in adds zeros: not read
+    at::Tensor gates = gemm_bias(s->b_ih, xh, s->w_t);  // gates_in adds zeros: not read
     at::Tensor h_new = at::empty_like(c), c_new = at::empty_like(c);
     cell_forward(gates, s->b_hh, c, c_new, h_new);
     ctx->save_for_backward({c, gates, c_new});
@@ -247,9 +249,11 @@ UnrolledLstmCell::UnrolledLstmCell(const LstmWeights& weights, int64_t batch, in
   s.D = w.w_ih.size(1);
   s.H = check_weights(w, s.D, w.w_ih, fn);
   s.xh = at::zeros({steps, batch, s.D + s.H}, w.w_ih.options());
+  s.xh_rows = s.xh.unbind(0);
   {
     at::NoGradGuard no_grad;
     s.w = at::cat({w.w_ih, w.w_hh}, 1);
+    s.w_t = s.w.t();
     s.b_ih = w.b_ih.detach();
     s.b_hh = w.b_hh.detach();
   }

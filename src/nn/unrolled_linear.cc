@@ -12,9 +12,10 @@
 namespace mona::nn {
 
 struct UnrolledLinear::Shared {
-  at::Tensor w;                    // [N, K], no autograd history (its gradient: the weights node's)
+  at::Tensor w, w_t;               // [N, K], no autograd history (its gradient: the weights node's); w_t = w^T (a view)
   at::Tensor b;                    // [N] (zeros for none), no autograd history
   at::Tensor x;                    // [steps, B, K]: each step's input
+  std::vector<at::Tensor> x_rows;  // steps x [B, K]: x's blocks (views made once)
   std::vector<at::Tensor> out_in;  // steps x [B, N]: the weights node's placeholder, per step
   int64_t B = 0, K = 0, N = 0, next = 0;
 };
@@ -26,10 +27,10 @@ namespace {
 struct UnrolledLinearStepFn : torch::autograd::Function<UnrolledLinearStepFn> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor x, at::Tensor out_in,
                             const UnrolledLinear::Shared* s) {
-    const at::Tensor x_rows = s->x[s->next];  // [B, K], this step's rows of the buffer
+    const at::Tensor& x_rows = s->x_rows[s->next];  // [B, K], this step's rows of the buffer
     detail::copy_block(x_rows, 0, x);
     ctx->saved_data["w"] = s->w;
-    return detail::gemm_bias(s->b, x_rows, s->w.t());
+    return detail::gemm_bias(s->b, x_rows, s->w_t);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -60,9 +61,11 @@ UnrolledLinear::UnrolledLinear(const at::Tensor& weight, const at::Tensor& bias,
                "] of dtype ", weight.scalar_type(), " (weight's), got ", b.sizes(), " of ", b.scalar_type());
   }
   s.x = at::zeros({steps, batch, s.K}, weight.options());
+  s.x_rows = s.x.unbind(0);
   {
     at::NoGradGuard no_grad;
     s.w = weight.detach().contiguous();
+    s.w_t = s.w.t();
     s.b = b.defined() ? b.detach().contiguous() : at::zeros({s.N}, weight.options());
   }
   if (steps > 0) {
