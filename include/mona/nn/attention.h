@@ -25,6 +25,8 @@
 // the parameters. unroll() gives an RNN decoder's steps over one training sequence: each
 // step what step() computes, with what the steps share (the energies' normalised v, their
 // query projections' weight gradients) computed once per sequence instead of once per step.
+// A step of the monotonic family is its energies' nodes and one more, from the energies to
+// the context (monotonic_attention_step, mona/nn/functional.h).
 //
 // Training noise (002 sec. 2.5): in training mode, p = sigmoid(e + noise_std * N(0, 1)),
 // drawn from the module's own generator (seed in AttentionOptions, reseed with
