@@ -46,7 +46,7 @@ from .functional import (  # noqa: E402
     additive_energy, attention_context, cb_bb_step_log_probs, cb_db_step_log_probs, cb_idb_step_log_probs, cb_log_prob,
     cb_log_table, cb_marginal_log_likelihood, cb_marginals, cb_sample, gmm_attention_weights,
     gmm_length_penalty, masked_softmax, matcha_chunkwise, mocha_chunkwise, monotonic_alignment,
-    monotonic_alignment_step, poisson_binomial_log_prob)
+    monotonic_alignment_step, monotonic_attention_step, poisson_binomial_log_prob)
 from .stream import Recognizer, StreamResult  # noqa: E402
 
 __all__ = [
@@ -55,6 +55,6 @@ __all__ = [
     "cb_bb_step_log_probs", "cb_db_step_log_probs", "cb_idb_step_log_probs", "cb_log_prob",
     "cb_log_table", "cb_marginal_log_likelihood", "cb_marginals", "cb_sample",
     "gmm_attention_weights", "gmm_length_penalty", "masked_softmax", "matcha_chunkwise",
-    "mocha_chunkwise", "monotonic_alignment", "monotonic_alignment_step",
+    "mocha_chunkwise", "monotonic_alignment", "monotonic_alignment_step", "monotonic_attention_step",
     "poisson_binomial_log_prob", "use_best_blas_kernels",
 ]

@@ -203,6 +203,58 @@ def attention_context(weights: Tensor, values: Tensor) -> Tensor:
     return _call(_ops.attention_context, weights, values)
 
 
+class MonotonicStep(NamedTuple):
+    """What :func:`monotonic_attention_step` returns."""
+    alpha: Tensor    #: alpha_i ``[B, T]``, the next step's ``alpha_prev``
+    weights: Tensor  #: beta_i ``[B, T]`` (a copy of alpha_i under ``rule="none"``)
+    context: Tensor  #: c_i ``[B, D]``
+
+
+def monotonic_attention_step(energy: Tensor, alpha_prev: Tensor, values: Tensor,
+                             chunk_energy: Optional[Tensor] = None, rule: str = "none", w: int = 1,
+                             noise: Optional[Tensor] = None, noise_std: float = 0.0,
+                             in_lens: Optional[Tensor] = None) -> MonotonicStep:
+    """One training step of an RNN decoder's monotonic attention, from energies to context.
+
+    000 eqs. 20-26 (MoChA), with eq. 28 for MAtChA and 002 eqs. 12-13 and 3 for hard
+    monotonic attention, as one autograd node::
+
+        p_i     = sigmoid(e_i + noise_std * noise)
+        alpha_i = monotonic_alignment_step(p_i, alpha_prev)
+        beta_i  = alpha_i                                 rule "none"
+                  mocha_chunkwise(alpha_i, u_i, w)        rule "fixed" (MoChA)
+                  matcha_chunkwise(alpha_prev, p_i, u_i)  rule "adaptive" (MAtChA)
+        c_i     = attention_context(beta_i, values)
+
+    The same kernels, forward and backward, as those functions composed; one operator where
+    the composition is five to ten, which is most of a decoder step's cost at small batches.
+
+    Args:
+        energy: e_i ``[B, T]`` or ``[B, 1, T]`` (one step of an energy), float32 or float64.
+        alpha_prev: alpha_{i-1} ``[B, T]``, the same dtype.
+        values: the memory ``[B, T, D]``, the same dtype.
+        chunk_energy: u_i like ``energy``; required by "fixed" and "adaptive", ``None`` under
+            "none".
+        rule: "none", "fixed" or "adaptive".
+        w: the chunk size of "fixed" (>= 1).
+        noise: pre-sigmoid noise like ``energy`` (e.g. ``torch.randn_like(energy)`` in
+            training, 002 sec. 2.5), or ``None``; not differentiated.
+        noise_std: its scale.
+        in_lens: ``[B]`` or ``None``.
+
+    Returns:
+        :class:`MonotonicStep` (alpha, weights, context). Differentiable in energy,
+        alpha_prev, chunk_energy and values; the gradients of energy and chunk_energy have
+        their shapes.
+
+    Raises:
+        mona.ArgumentError (ValueError): shapes, dtypes, a chunk energy given or missing
+        against ``rule``, w < 1, an unknown rule; p outside [0, 1] (a NaN energy).
+    """
+    return MonotonicStep(*_call(_ops.monotonic_attention_step, energy, noise, noise_std, alpha_prev,
+                                chunk_energy, values, rule, w, in_lens))
+
+
 def gmm_attention_weights(mu: Tensor, variance: Tensor, weights: Optional[Tensor] = None,
                           nu: Optional[Tensor] = None, delta: Optional[Tensor] = None,
                           window: str = "none", radius: float = 2.0, width: int = 4,
@@ -391,6 +443,6 @@ __all__ = [
     "additive_energy", "attention_context", "CbSample", "cb_bb_step_log_probs", "cb_db_step_log_probs", "cb_idb_step_log_probs",
     "cb_log_prob", "cb_log_table", "cb_marginal_log_likelihood", "cb_marginals", "cb_sample",
     "gmm_attention_weights", "gmm_length_penalty", "masked_softmax", "matcha_chunkwise",
-    "mocha_chunkwise", "monotonic_alignment", "monotonic_alignment_step",
-    "poisson_binomial_log_prob",
+    "mocha_chunkwise", "monotonic_alignment", "monotonic_alignment_step", "monotonic_attention_step",
+    "MonotonicStep", "poisson_binomial_log_prob",
 ]

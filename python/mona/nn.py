@@ -134,22 +134,28 @@ class _Monotonic(_Stepwise):
             e = e + self.noise_std * torch.randn_like(e)
         return torch.sigmoid(e)
 
+    # monotonic_attention_step's chunk rule and chunk size (MoChA and MAtChA override).
+    _rule = "none"
+
+    def _chunk_size(self) -> int:
+        return 1
+
     def step(self, query: Tensor, memory: PreparedMemory,
              alpha_prev: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """One output step: query s_{i-1} [B, Dq], the prepared memory and alpha_{i-1} [B, T]
         (``initial_state`` at the first step) -> ``(context [B, Dh], weights [B, T],
-        alpha_i [B, T])``: alpha_i by :func:`mona.functional.monotonic_alignment_step`, the
-        context by :func:`mona.functional.attention_context`. Padding entries get weight 0.
-        Raises :class:`mona.ArgumentError` (a ``ValueError``) as those functions do (shapes,
+        alpha_i [B, T])``, from the step's energies by
+        :func:`mona.functional.monotonic_attention_step` (one operator: the alignment step,
+        the chunk weights and the context). Padding entries get weight 0. Raises
+        :class:`mona.ArgumentError` (a ``ValueError``) as that function does (shapes,
         dtypes, lengths, alpha_prev < 0)."""
-        p = self._p_choose(query.unsqueeze(1), memory.keys)[:, 0]
-        alpha = F.monotonic_alignment_step(p, alpha_prev, memory.lengths)
-        weights = self._step_weights(query, memory, alpha_prev, p, alpha)
-        return F.attention_context(weights, memory.values), weights, alpha
-
-    def _step_weights(self, query: Tensor, memory: PreparedMemory, alpha_prev: Tensor,
-                      p: Tensor, alpha: Tensor) -> Tensor:
-        return alpha
+        e = self.energy.score(query.unsqueeze(1), memory.keys)  # [B, 1, T]
+        noise = torch.randn_like(e) if self.training and self.noise_std > 0 else None
+        chunk = getattr(self, "chunk_energy", None)
+        u = chunk.score(query.unsqueeze(1), memory.chunk_keys) if chunk is not None else None
+        s = F.monotonic_attention_step(e, alpha_prev, memory.values, u, self._rule, self._chunk_size(),
+                                       noise, self.noise_std, memory.lengths)
+        return s.context, s.weights, s.alpha
 
 
 class MonotonicAttention(_Monotonic):
@@ -181,10 +187,10 @@ class MochaAttention(_Monotonic):
         self.last_alignment = alpha
         return _context(beta, memory), beta
 
-    def _step_weights(self, query: Tensor, memory: PreparedMemory, alpha_prev: Tensor,
-                      p: Tensor, alpha: Tensor) -> Tensor:
-        u = self.chunk_energy.score(query.unsqueeze(1), memory.chunk_keys)
-        return F.mocha_chunkwise(alpha.unsqueeze(1), u, self.chunk_size, memory.lengths)[:, 0]
+    _rule = "fixed"
+
+    def _chunk_size(self) -> int:
+        return self.chunk_size
 
 
 class MatchaAttention(_Monotonic):
@@ -208,10 +214,7 @@ class MatchaAttention(_Monotonic):
         self.last_alignment = alpha
         return _context(beta, memory), beta
 
-    def _step_weights(self, query: Tensor, memory: PreparedMemory, alpha_prev: Tensor,
-                      p: Tensor, alpha: Tensor) -> Tensor:
-        u = self.chunk_energy.score(query.unsqueeze(1), memory.chunk_keys)
-        return F.matcha_chunkwise(alpha_prev.unsqueeze(1), p.unsqueeze(1), u, memory.lengths)[:, 0]
+    _rule = "adaptive"
 
 
 class SoftAttention(_Stepwise):

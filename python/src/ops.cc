@@ -15,7 +15,8 @@
 //     kernels are mona::nn's functions: the forward ones run without recording a graph, the
 //     backward ones are mona::nn's backward passes (mona/nn/functional.h, *_backward), which
 //     check their arguments and call the core backward kernels (mona/core/*.h).
-//  2. The GMM and conditional Bernoulli functions (mona/nn/gmm_attention.h,
+//  2. The monotonic family's training step (monotonic_attention_step), the GMM and
+//     conditional Bernoulli functions (mona/nn/functional.h, mona/nn/gmm_attention.h,
 //     mona/nn/conditional_bernoulli.h) build tables and save intermediate state inside
 //     mona::nn's own autograd functions. Their Autograd kernel calls the mona::nn function,
 //     which records mona's node with its analytic backward; the CPU kernel calls it without
@@ -453,6 +454,33 @@ Tensor gmm_attention_weights_k(const Tensor& mu, const Tensor& variance, const O
   });
 }
 
+// The monotonic family's training step from energies to context (mona/nn/functional.h,
+// monotonic_attention_step): one mona::nn node. `rule` names the ChunkRule. Under "none" the
+// weights are alpha; the operator returns a copy, so that its two outputs never alias.
+nn::ChunkRule chunk_rule(c10::string_view rule) {
+  const std::string r(rule);
+  if (r == "none") return nn::ChunkRule::kNone;
+  if (r == "fixed") return nn::ChunkRule::kFixed;
+  if (r == "adaptive") return nn::ChunkRule::kAdaptive;
+  mona::detail::fail("mona.monotonic_attention_step: rule: expected 'none' (hard monotonic), 'fixed' (MoChA) or "
+                     "'adaptive' (MAtChA), got '", r, "'");
+}
+
+template <bool kRecord>
+std::tuple<Tensor, Tensor, Tensor> monotonic_attention_step_k(const Tensor& energy, const OptTensor& noise,
+                                                              double noise_std, const Tensor& alpha_prev,
+                                                              const OptTensor& chunk_energy, const Tensor& values,
+                                                              c10::string_view rule, int64_t w,
+                                                              const OptTensor& in_lens) {
+  return run(kRecord, [&] {
+    const nn::ChunkRule r = chunk_rule(rule);
+    const nn::MonotonicStepOutput s =
+        nn::monotonic_attention_step(energy, or_undefined(noise), noise_std, alpha_prev, or_undefined(chunk_energy),
+                                     values, r, w, or_undefined(in_lens));
+    return std::make_tuple(s.alpha, r == nn::ChunkRule::kNone ? s.weights.clone() : s.weights, s.context);
+  });
+}
+
 template <bool kRecord>
 Tensor gmm_length_penalty_k(const Tensor& mu, const OptTensor& nu, double lambda_,
                             const OptTensor& in_lens, const OptTensor& out_lens) {
@@ -566,7 +594,10 @@ TORCH_LIBRARY(mona, m) {
   m.def("attention_context(Tensor weights, Tensor values) -> Tensor");
   m.def("attention_context_backward(Tensor grad_c, Tensor weights, Tensor values, "
         "bool[2] output_mask) -> (Tensor, Tensor)");
-  // 2. GMM and conditional Bernoulli (mona::nn's autograd functions)
+  // 2. The monotonic family's step, GMM and conditional Bernoulli (mona::nn's autograd functions)
+  m.def("monotonic_attention_step(Tensor energy, Tensor? noise, float noise_std, Tensor alpha_prev, "
+        "Tensor? chunk_energy, Tensor values, str rule='none', int w=1, Tensor? in_lens=None) "
+        "-> (Tensor, Tensor, Tensor)");
   m.def("gmm_attention_weights(Tensor mu, Tensor variance, Tensor? weights=None, "
         "Tensor? nu=None, Tensor? delta=None, str window='none', float radius=2.0, "
         "int width=4, Tensor? in_lens=None, Tensor? out_lens=None) -> Tensor");
@@ -609,6 +640,7 @@ TORCH_LIBRARY_IMPL(mona, CPU, m) {
   m.impl("additive_energy_backward", &mp::additive_energy_backward_cpu);
   m.impl("attention_context", &mp::attention_context_cpu);
   m.impl("attention_context_backward", &mp::attention_context_backward_cpu);
+  m.impl("monotonic_attention_step", &mp::monotonic_attention_step_k<false>);
   m.impl("gmm_attention_weights", &mp::gmm_attention_weights_k<false>);
   m.impl("gmm_length_penalty", &mp::gmm_length_penalty_k<false>);
   m.impl("poisson_binomial_log_prob", &mp::poisson_binomial_log_prob_k<false>);
@@ -638,6 +670,7 @@ TORCH_LIBRARY_IMPL(mona, Autograd, m) {
   m.impl("masked_softmax", &mp::masked_softmax_autograd);
   m.impl("additive_energy", &mp::additive_energy_autograd);
   m.impl("attention_context", &mp::attention_context_autograd);
+  m.impl("monotonic_attention_step", &mp::monotonic_attention_step_k<true>);
   m.impl("gmm_attention_weights", &mp::gmm_attention_weights_k<true>);
   m.impl("gmm_length_penalty", &mp::gmm_length_penalty_k<true>);
   m.impl("poisson_binomial_log_prob", &mp::poisson_binomial_log_prob_k<true>);

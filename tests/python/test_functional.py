@@ -65,6 +65,48 @@ def test_gradcheck_additive_energy_and_attention_context():
     assert gradcheck(F.attention_context, (weights, values))
 
 
+@pytest.mark.parametrize("rule", ["none", "fixed", "adaptive"])
+def test_gradcheck_monotonic_attention_step(rule):
+    e, u = leaf(torch.randn(3, 1, 7, dtype=D)), leaf(torch.randn(3, 7, dtype=D))
+    prev, values = leaf(torch.rand(3, 7, dtype=D)), leaf(torch.randn(3, 7, 4, dtype=D))
+    noise = torch.randn(3, 1, 7, dtype=D)
+
+    def step(e, prev, values, u):
+        s = F.monotonic_attention_step(e, prev, values, u if rule != "none" else None, rule, 3, noise, 0.5, IN)
+        return s.alpha, s.weights, s.context
+    assert gradcheck(step, (e, prev, values, u))
+
+
+def test_monotonic_attention_step_is_its_composition():
+    # The one operator against the functions it fuses, composed in Python (each tested
+    # above), float64, with noise and lengths: the same kernels, so the same values up to
+    # the sigmoid (torch's against std::exp) and the order of a few sums: 1e-13.
+    torch.manual_seed(6)
+    e, u = leaf(torch.randn(3, 7, dtype=D)), leaf(torch.randn(3, 7, dtype=D))
+    prev, values = leaf(torch.rand(3, 7, dtype=D)), leaf(torch.randn(3, 7, 4, dtype=D))
+    noise = torch.randn(3, 7, dtype=D)
+    for rule in ["none", "fixed", "adaptive"]:
+        s = F.monotonic_attention_step(e, prev, values, u if rule != "none" else None, rule, 2, noise, 1.5, IN)
+        p = torch.sigmoid(e + 1.5 * noise)
+        alpha = F.monotonic_alignment_step(p, prev, IN)
+        weights = {"none": alpha,
+                   "fixed": F.mocha_chunkwise(alpha.unsqueeze(1), u.unsqueeze(1), 2, IN)[:, 0],
+                   "adaptive": F.matcha_chunkwise(prev.unsqueeze(1), p.unsqueeze(1), u.unsqueeze(1), IN)[:, 0]}[rule]
+        context = F.attention_context(weights, values)
+        for got, want in [(s.alpha, alpha), (s.weights, weights), (s.context, context)]:
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+        g = [torch.randn_like(t) for t in (alpha, weights, context)]
+        inputs = (e, prev, values) + ((u,) if rule != "none" else ())
+        got = torch.autograd.grad((s.alpha, s.weights, s.context), inputs, g)
+        want = torch.autograd.grad((alpha, weights, context), inputs, g)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
+    with pytest.raises(mona.ArgumentError, match="rule: expected 'none' .* got 'chunky'"):
+        F.monotonic_attention_step(e, prev, values, u, "chunky")
+    with pytest.raises(mona.ArgumentError, match="chunk_energy: expected \\[B, T\\] = \\[3, 7\\] under a chunk rule"):
+        F.monotonic_attention_step(e, prev, values, None, "fixed", 2)
+
+
 def gmm_inputs(H=2):
     mu = leaf(torch.tensor([1.0, 2.5, 4.0, 5.5], dtype=D).view(1, 4, 1).expand(3, 4, H)
               + 0.3 * torch.randn(3, 4, H, dtype=D))

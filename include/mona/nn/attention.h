@@ -314,7 +314,7 @@ class Attention : public torch::nn::Module {
   /// keys [B, T, Dk], by the unrolled energy in `shared` when not null, else by forward().
   at::Tensor main_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys);
   at::Tensor chunk_energy_step(SharedSteps* shared, const at::Tensor& query, const at::Tensor& keys);
-  /// The pre-sigmoid noise of a training step (002 sec. 2.4, 000 eq. 21): standard normal
+  /// The pre-sigmoid noise of a training step (002 sec. 2.5, 000 eq. 21): standard normal
   /// values shaped like `energy`, from the noise generator, in training mode with
   /// options.noise_std > 0; otherwise undefined (none). The caller scales it by noise_std.
   at::Tensor training_noise(const at::Tensor& energy);
