@@ -27,7 +27,7 @@
 # round it says how much of its speed independent work keeps when both cores are busy, the
 # part of the two-thread ratio that no cut of a batch into shards can win back.
 set -euo pipefail
-rounds=3 steps=300 csv="" build=build blas_kernels=""
+rounds=5 steps=300 csv="" build=build blas_kernels=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds=$2; shift ;;

@@ -725,8 +725,13 @@ int main(int argc, char** argv) {
   if (arg.count("g2p")) {
     const Table t = read_csv(arg["g2p"]);
     const int ci = t.col("impl"), ct = t.col("threads"), cv = t.col("tokens_per_second");
+    const int cr = t.col("round");
     std::map<std::string, std::vector<double>> runs;
-    for (const auto& r : t.rows) runs[r[ci] + "," + r[ct]].push_back(std::stod(r[cv]));
+    std::map<int, std::map<std::string, double>> by_round;  // round -> "impl,threads" -> tokens/s
+    for (const auto& r : t.rows) {
+      runs[r[ci] + "," + r[ct]].push_back(std::stod(r[cv]));
+      by_round[std::stoi(r[cr])][r[ci] + "," + r[ct]] = std::stod(r[cv]);
+    }
     for (auto& [k, v] : runs) {
       std::sort(v.begin(), v.end());
       const size_t n = v.size();
@@ -776,6 +781,24 @@ int main(int argc, char** argv) {
                   " a part that does not depend on the rows), the faster shard waits for the slower one, and the"
                   " gradient sum and Adam follow the passes (bench/notes.md)."
                 : " In this run mona's two threads got at least what independent work got."));
+      line();
+    }
+    // Each round's own ratio: its one- and two-thread runs are minutes apart, where the medians
+    // above may pair runs from different rounds, and the host's speed drifts between them.
+    std::vector<double> ratios;
+    std::string listed;
+    for (auto& [round, v] : by_round) {
+      if (!v.count("mona,1") || !v.count("mona,2") || v["mona,1"] <= 0) continue;
+      ratios.push_back(v["mona,2"] / v["mona,1"]);
+      listed += (listed.empty() ? "" : ", ") + fixed(ratios.back(), 2) + "x";
+    }
+    if (!ratios.empty()) {
+      std::vector<double> sorted = ratios;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t n = sorted.size();
+      const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+      line("mona two threads / one thread within each round (round 1 first): " + listed + "; their median " +
+           fixed(median, 2) + "x.");
       line();
     }
   }
