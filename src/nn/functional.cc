@@ -369,7 +369,7 @@ struct MonotonicAttentionStepFn : torch::autograd::Function<MonotonicAttentionSt
     ctx->saved_data["rule"] = static_cast<int64_t>(r.rule);
     ctx->saved_data["w"] = r.w;
     ctx->saved_data["energy_dim"] = energy.dim();
-    if (r.in_lens.defined()) ctx->saved_data["in_lens"] = r.in_lens;
+    save_lengths(ctx, {r.in_lens, {}});
     if (r.rule == ChunkRule::kNone) return {alpha, context};
     return {alpha, beta, context};
   }
@@ -380,7 +380,7 @@ struct MonotonicAttentionStepFn : torch::autograd::Function<MonotonicAttentionSt
     const at::Tensor &p = s[0], &alpha_prev = s[1], &alpha = s[2], &beta = s[3], &values = s[4], &u = s[5];
     const auto rule = static_cast<ChunkRule>(ctx->saved_data["rule"].toInt());
     const int64_t w = ctx->saved_data["w"].toInt(), B = p.size(0), T = p.size(1), D = values.size(2);
-    const at::Tensor in_lens = detail::saved_or_undefined(ctx, "in_lens");
+    const at::Tensor in_lens = saved_lengths(ctx).in;
     const auto grid = make_grid(B, 1, T, in_lens, {});
     const at::Tensor& g_c = grads.back();
     at::Tensor g_alpha = grads[0].defined() ? grads[0].contiguous() : at::Tensor();
