@@ -164,12 +164,13 @@ def additive_energy(query: Tensor, keys: Tensor, w: Tensor) -> Tensor:
     ``sum_k |w[k]|`` of the exact one.
 
     Args:
-        query: ``[B, U, d]``, float32 or float64.
+        query: ``[B, U, d]``, float32 or float64; or ``[B, d]``, one decoder step (U = 1).
         keys: ``[B, T, d]``, the same dtype.
         w: ``[d]``, the same dtype.
 
     Returns:
-        energies ``[B, U, T]`` (every entry scored: mask padding after). Differentiable in
+        energies ``[B, U, T]`` (``[B, 1, T]`` for a one-step query; every entry scored: mask
+        padding after). Differentiable in
         all three arguments; only the gradients the graph needs are computed.
 
     Raises:

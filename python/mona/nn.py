@@ -28,7 +28,11 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as F
-from ._C import ArgumentError
+from ._C import ArgumentError, attention_defaults
+
+# The option defaults of the C++ AttentionOptions and GmmAttentionOptions
+# (include/mona/nn/attention.h), read from the compiled module: one copy of the values.
+_D = attention_defaults
 
 __all__ = ["MonotonicEnergy", "AdditiveEnergy", "MonotonicAttention", "MochaAttention",
            "MatchaAttention", "SoftAttention", "GmmAttention", "PreparedMemory", "GmmMemory"]
@@ -63,7 +67,7 @@ class MonotonicEnergy(AdditiveEnergy):
     r = init_r initially (002 App. G)."""
 
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0,
-                 init_r: float = -4.0):
+                 init_r: float = _D["init_r"]):
         super().__init__(query_dim, memory_dim, attention_dim)
         d = self.v.numel()
         self.g = nn.Parameter(torch.tensor(1 / math.sqrt(d)))
@@ -118,7 +122,7 @@ class _Stepwise(nn.Module):
 
 class _Monotonic(_Stepwise):
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0,
-                 init_r: float = -4.0, noise_std: float = 1.0):
+                 init_r: float = _D["init_r"], noise_std: float = _D["noise_std"]):
         super().__init__()
         self.energy = MonotonicEnergy(query_dim, memory_dim, attention_dim, init_r)
         self.noise_std = noise_std
@@ -174,7 +178,8 @@ class MochaAttention(_Monotonic):
     entries by :func:`mona.functional.mocha_chunkwise` with an additive chunk energy."""
 
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0,
-                 chunk_size: int = 4, init_r: float = -4.0, noise_std: float = 1.0):
+                 chunk_size: int = _D["chunk_size"], init_r: float = _D["init_r"],
+                 noise_std: float = _D["noise_std"]):
         super().__init__(query_dim, memory_dim, attention_dim, init_r, noise_std)
         self.chunk_energy = AdditiveEnergy(query_dim, memory_dim, attention_dim)
         self.chunk_size = chunk_size
@@ -198,7 +203,7 @@ class MatchaAttention(_Monotonic):
     current one, by :func:`mona.functional.matcha_chunkwise`."""
 
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0,
-                 init_r: float = -4.0, noise_std: float = 1.0):
+                 init_r: float = _D["init_r"], noise_std: float = _D["noise_std"]):
         super().__init__(query_dim, memory_dim, attention_dim, init_r, noise_std)
         self.chunk_energy = AdditiveEnergy(query_dim, memory_dim, attention_dim)
 
@@ -270,10 +275,12 @@ class GmmAttention(nn.Module):
     positions nu and densities delta, once), ``initial_state`` (mu_0 = 0, [B, H]) and ``step``,
     whose state is the means mu_i [B, H]."""
 
-    def __init__(self, query_dim: int, memory_dim: int, num_heads: int = 1,
-                 source_aware: bool = False, window: str = "none", window_radius: float = 2.0,
-                 window_width: int = 4, max_step: float = 0.0, min_variance: float = 1e-2,
-                 init_step_bias: float = 0.5, max_variance: float = 0.0):
+    def __init__(self, query_dim: int, memory_dim: int, num_heads: int = _D["num_heads"],
+                 source_aware: bool = False, window: str = "none",
+                 window_radius: float = _D["window_radius"], window_width: int = _D["window_width"],
+                 max_step: float = _D["max_step"], min_variance: float = _D["min_variance"],
+                 init_step_bias: float = _D["init_step_bias"],
+                 max_variance: float = _D["max_variance"]):
         super().__init__()
         if window not in ("none", "adaptive", "fixed"):
             raise ArgumentError(f"GmmAttention: window must be none, adaptive or fixed, got {window!r}")

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mona/core/error.h"
+#include "mona/nn/attention.h"
 #include "mona/nn/functional.h"
 #include "mona/nn/threads.h"
 #include "mona/stream/stream.h"
@@ -107,6 +108,26 @@ PYBIND11_MODULE(_C, m) {
         "this at start (include/mona/nn/threads.h). Call it before the first matrix product, while\n"
         "no other thread runs one. Returns the family's name ('SkylakeX', 'Haswell', ...), or ''\n"
         "when PyTorch's BLAS is not OpenBLAS.");
+
+  // The defaults of the attention modules' options, from the C++ structs (AttentionOptions,
+  // GmmAttentionOptions; include/mona/nn/attention.h), so that mona.nn's modules default to
+  // what mona's own models do without a second copy of the values.
+  {
+    const mona::nn::AttentionOptions a;
+    const mona::nn::GmmAttentionOptions& g = a.gmm;
+    py::dict d;
+    d["init_r"] = a.init_r;
+    d["noise_std"] = a.noise_std;
+    d["chunk_size"] = a.chunk_size;
+    d["num_heads"] = g.num_heads;
+    d["window_radius"] = g.window_radius;
+    d["window_width"] = g.window_width;
+    d["max_step"] = g.max_step;
+    d["min_variance"] = g.min_variance;
+    d["max_variance"] = g.max_variance;
+    d["init_step_bias"] = g.init_step_bias;
+    m.attr("attention_defaults") = d;
+  }
 
   py::class_<StreamResult>(m, "StreamResult")
       .def_readonly("token_ids", &StreamResult::tokens)

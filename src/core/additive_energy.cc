@@ -24,12 +24,14 @@ void additive_energy(const T* query, const T* keys, const T* w, T* e, int64_t ba
   const char* fn = "additive_energy";
   detail::check_sizes(fn, batch, out_len, in_len, dim);
   if (batch * out_len * in_len == 0) return;
-  mona::detail::check(e != nullptr, fn, ": e must not be null");
+  detail::check_ptr(e, fn, "e");
   if (dim == 0) {  // an empty sum
     std::fill(e, e + batch * out_len * in_len, T(0));
     return;
   }
-  mona::detail::check(query && keys && w, fn, ": query, keys and w must not be null");
+  detail::check_ptr(query, fn, "query");
+  detail::check_ptr(keys, fn, "keys");
+  detail::check_ptr(w, fn, "w");
   MONA_TARGET_DISPATCH(additive_energy<T>, query, keys, w, e, batch, out_len, in_len, dim);
 }
 
@@ -45,7 +47,10 @@ void additive_energy_backward(const T* grad_e, const T* query, const T* keys, co
     if (grad_w) std::fill(grad_w, grad_w + dim, T(0));
     return;
   }
-  mona::detail::check(grad_e && query && keys && w, fn, ": grad_e, query, keys and w must not be null");
+  detail::check_ptr(grad_e, fn, "grad_e");
+  detail::check_ptr(query, fn, "query");
+  detail::check_ptr(keys, fn, "keys");
+  detail::check_ptr(w, fn, "w");
   MONA_TARGET_DISPATCH(additive_energy_backward<T>, grad_e, query, keys, w, grad_query, grad_keys, grad_w, batch,
                        out_len, in_len, dim);
 }

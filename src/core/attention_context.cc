@@ -21,12 +21,13 @@ void attention_context(const T* w, const T* h, T* c, int64_t batch, int64_t out_
   const char* fn = "attention_context";
   detail::check_sizes(fn, batch, out_len, in_len, dim);
   if (batch * out_len * dim == 0) return;
-  mona::detail::check(c != nullptr, fn, ": c must not be null");
+  detail::check_ptr(c, fn, "c");
   if (in_len == 0) {  // an empty sum
     std::fill(c, c + batch * out_len * dim, T(0));
     return;
   }
-  mona::detail::check(w && h, fn, ": w and h must not be null");
+  detail::check_ptr(w, fn, "w");
+  detail::check_ptr(h, fn, "h");
   MONA_TARGET_DISPATCH(attention_context<T>, w, h, c, batch, out_len, in_len, dim);
 }
 
@@ -40,7 +41,9 @@ void attention_context_backward(const T* grad_c, const T* w, const T* h, T* grad
     if (grad_h) std::fill(grad_h, grad_h + batch * in_len * dim, T(0));
     return;
   }
-  mona::detail::check(grad_c && w && h, fn, ": grad_c, w and h must not be null");
+  detail::check_ptr(grad_c, fn, "grad_c");
+  detail::check_ptr(w, fn, "w");
+  detail::check_ptr(h, fn, "h");
   MONA_TARGET_DISPATCH(attention_context_backward<T>, grad_c, w, h, grad_w, grad_h, batch, out_len, in_len, dim);
 }
 

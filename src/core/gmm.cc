@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "parallel.h"
 #include "validate.h"
 
 namespace mona::core {
@@ -63,7 +64,7 @@ void check_inputs(const char* kName, const T* mu, const T* variance, const T* we
   const Grid hg = head_grid(grid, num_heads);
   detail::check_finite(kName, "mu", mu, hg);
   detail::check_values(kName, "variance", variance, hg, "finite values > 0",
-                       [](T v) { return v > T(0) && std::isfinite(v); });
+                       [](T v) { return (v > T(0)) & ((v - v) == T(0)); });
   if (weights) detail::check_nonnegative(kName, "weights", weights, hg);
   const detail::ValueGrid rg = detail::rows_grid(grid.batch, grid.in_len, grid.in_lens);
   if (nu) detail::check_finite(kName, "nu", nu, rg);
@@ -134,7 +135,7 @@ void gmm_attention(const T* mu, const T* variance, const Opt<T>* weights, const 
   if (grid.numel() > 0) detail::check_ptr(alpha, kName, "alpha");
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len, H = num_heads;
 
-#pragma omp parallel for schedule(dynamic) if (B > 1 && grid.numel() * H > 32768)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * H))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     const T* nu_b = nu ? nu + b * Tn : nullptr;
@@ -174,7 +175,7 @@ void gmm_attention_backward(const T* grad_alpha, const T* mu, const T* variance,
   detail::check_finite(kName, "grad_alpha", grad_alpha, grid);
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len, H = num_heads;
 
-#pragma omp parallel for schedule(dynamic) if (B > 1 && grid.numel() * H > 32768)
+#pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(B, double(grid.numel()) * H))
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Ub = grid.U_of(b), Tb = grid.T_of(b);
     const T* nu_b = nu ? nu + b * Tn : nullptr;
@@ -288,10 +289,12 @@ void gmm_length_penalty_backward(const T* grad_loss, const T* mu, const Opt<T>* 
   }
 }
 
+namespace {
+
+// gmm_online_step without the restoring of the cursor on an error.
 template <class T>
-GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta,
-                              int64_t available, bool input_finished,
-                              const GmmOptions& options, GmmCursor& cursor, T* weights) {
+GmmStepResult online_step(T mu, T variance, const T* nu, const Opt<T>* delta, int64_t available,
+                          bool input_finished, const GmmOptions& options, GmmCursor& cursor, T* weights) {
   const char* kName = "gmm_online_step";
   options.validate();
   mona::detail::check(std::isfinite(mu), kName, ": mu: expected a finite value, got ",
@@ -457,6 +460,24 @@ GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta
     }
   }
   mona::detail::fail(kName, ": unknown window kind");
+}
+
+}  // namespace
+
+template <class T>
+GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta,
+                              int64_t available, bool input_finished,
+                              const GmmOptions& options, GmmCursor& cursor, T* weights) {
+  // A value that fails its check (nu, delta) is found while the window is being walked, after
+  // the cursor has moved: the cursor is given back as it was, so that a caller who catches
+  // the error holds the stream's state from before the call.
+  const GmmCursor before = cursor;
+  try {
+    return online_step(mu, variance, nu, delta, available, input_finished, options, cursor, weights);
+  } catch (...) {
+    cursor = before;
+    throw;
+  }
 }
 
 #define MONA_INSTANTIATE(T)                                                                \

@@ -26,6 +26,10 @@ ScanResult dot_threshold_scan(const T* query, const T* keys, int64_t dim, int64_
   mona::detail::check(start >= 0, "dot_threshold_scan: start must be >= 0, got ", start);
   mona::detail::check(start <= available, "dot_threshold_scan: start (", start, ") must not exceed available (",
                 available, ")");
+  if (start < available) {  // an entry to score: both must be there
+    mona::detail::check(query != nullptr, "dot_threshold_scan: query must not be null");
+    mona::detail::check(keys != nullptr, "dot_threshold_scan: keys must not be null");
+  }
   return MONA_TARGET_DISPATCH(dot_threshold_scan<T>, query, keys, dim, start, available, input_finished, scale,
                               offset, rule);
 }

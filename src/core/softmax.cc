@@ -31,7 +31,8 @@ void softmax(const T* e, T* w, const Grid& grid) {
   const char* kName = "softmax";
   grid.validate(kName);
   if (grid.numel() > 0) {
-    mona::detail::check(e && w, kName, ": e and w must not be null");
+    detail::check_ptr(e, kName, "e");
+    detail::check_ptr(w, kName, "w");
   }
   detail::check_finite(kName, "e", e, grid);
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
@@ -52,10 +53,12 @@ void softmax_backward(const T* grad_w, const T* w, T* grad_e, const Grid& grid) 
   const char* kName = "softmax_backward";
   grid.validate(kName);
   if (grid.numel() > 0) {
-    mona::detail::check(grad_w && w && grad_e, kName,
-                        ": grad_w, w and grad_e must not be null");
+    detail::check_ptr(grad_w, kName, "grad_w");
+    detail::check_ptr(w, kName, "w");
+    detail::check_ptr(grad_e, kName, "grad_e");
   }
   detail::check_finite(kName, "grad_w", grad_w, grid);
+  detail::check_nonnegative(kName, "w", w, grid);  // the forward's output, a distribution
   const int64_t B = grid.batch, U = grid.out_len, Tn = grid.in_len;
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(B, double(B) * U * Tn))
   for (int64_t b = 0; b < B; ++b) {
@@ -74,7 +77,8 @@ void softmax_backward(const T* grad_w, const T* w, T* grad_e, const Grid& grid) 
 template <class T>
 void chunk_softmax(const T* u, int64_t begin, int64_t end, T* weights) {
   const char* kName = "chunk_softmax";
-  mona::detail::check(u && weights, kName, ": u and weights must not be null");
+  detail::check_ptr(u, kName, "u");
+  detail::check_ptr(weights, kName, "weights");
   mona::detail::check(begin >= 0 && begin <= end, kName,
                       ": expected 0 <= begin <= end, got begin = ", begin, ", end = ", end);
   for (int64_t j = begin; j <= end; ++j) {

@@ -1,8 +1,9 @@
 // Internal: the instruction sets the hot core kernels are compiled for, and how a call
 // reaches the version the CPU runs.
 //
-// The kernels of monotonic, mocha, matcha and the online step's dot-product scan live in
-// <name>_kernels.inc, which <name>.cc includes once per target through each_target.h: for
+// The kernels of monotonic, mocha, matcha, additive_energy, attention_context, lstm and the
+// online step's dot-product scan (scan) live in <name>_kernels.inc, which <name>.cc
+// includes once per target through each_target.h: for
 // the x86-64 baseline (SSE2, which every x86-64 CPU runs) in namespace
 // mona::core::target_baseline and, with the CMake option MONA_KERNEL_CLONES (on by default;
 // x86-64 with GCC or Clang), for x86-64-v3 (AVX2, FMA, every x86 CPU since about 2015) in
@@ -13,7 +14,8 @@
 // The point is FMA: the alignment recurrences are chains of multiply-adds, and v3 does each
 // in one instruction with one rounding instead of two; and AVX2 doubles the width of the
 // vectorised loops (MoChA's chunk weights, the value checks). v4 doubles it again where a
-// kernel asks for it: the dot products of the online step (dot_scan_kernels.inc), whose
+// kernel asks for it: the dot products of the online step (scan_kernels.inc with
+// dot_product.inc), whose
 // partial sums are as wide as the target's registers. The versions therefore differ by
 // rounding, and the tests compare them with tolerances, never bit for bit.
 //

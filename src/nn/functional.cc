@@ -349,9 +349,22 @@ struct MonotonicAttentionStepFn : torch::autograd::Function<MonotonicAttentionSt
       const scalar_t* n = detail::ptr_or_null<scalar_t>(r.noise);
       const scalar_t s = static_cast<scalar_t>(r.noise_std);
       scalar_t* pp = p.data_ptr<scalar_t>();
+      bool nan = false;
       for (int64_t k = 0; k < B * T; ++k) {
         const scalar_t x = n ? e[k] + s * n[k] : e[k];
+        nan |= x != x;
         pp[k] = scalar_t(1) / (scalar_t(1) + std::exp(-x));
+      }
+      // A NaN energy (or noise) gives a NaN p; named here, as the caller's argument, where it
+      // is read (the valid entries; padding is not).
+      for (int64_t b = 0; nan && b < B; ++b) {
+        for (int64_t j = 0; j < grid.T_of(b); ++j) {
+          const int64_t k = b * T + j;
+          MONA_CHECK(e[k] == e[k], "mona::nn::monotonic_attention_step: energy: expected values that are not NaN, got ",
+                     e[k], " at [", b, ", ", j, "]");
+          MONA_CHECK(!n || n[k] == n[k], "mona::nn::monotonic_attention_step: noise: expected values that are not NaN, got ",
+                     n ? n[k] : scalar_t(0), " at [", b, ", ", j, "]");
+        }
       }
       core::monotonic_alignment_step(pp, alpha_prev.data_ptr<scalar_t>(), alpha.data_ptr<scalar_t>(), B, T,
                                      detail::ptr_or_null(r.in_lens));
@@ -564,9 +577,7 @@ MonotonicStepOutput monotonic_attention_step(const at::Tensor& energy, const at:
   MONA_CHECK(rule != ChunkRule::kFixed || w >= 1, fn, ": w: chunk size must be >= 1, got ", w);
   MONA_CHECK(std::isfinite(noise_std), fn, ": noise_std: expected a finite value, got ", noise_std);
   if (noise.defined()) {
-    MONA_CHECK(noise.numel() == B * T && noise.scalar_type() == alpha_prev.scalar_type() && noise.device().is_cpu(),
-               fn, ": noise: expected a CPU tensor of ", B * T, " values ([B, T]) of dtype ", alpha_prev.scalar_type(),
-               ", got sizes ", noise.sizes(), ", dtype ", noise.scalar_type(), ", device ", noise.device());
+    check_energy(noise, "noise");  // like energy: [B, T] or [B, 1, T]
     r.noise = noise.contiguous();
     r.noise_std = noise_std;
   }
@@ -666,13 +677,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_backward(const at
                                                                         const at::Tensor& keys, const at::Tensor& w,
                                                                         std::array<bool, 3> output_mask) {
   const char* fn = "mona::nn::additive_energy_backward";
-  detail::check_tensor(query, fn, "query", 3, "[B, U, d]");
-  detail::check_energy_args(query, keys, w, fn);
+  detail::check_energy_args(query, keys, w, fn);  // query [B, U, d] or one step [B, d]
+  const bool one_step = query.dim() == 2;
+  const int64_t U = one_step ? 1 : query.size(1);
   detail::check_tensor(grad_e, fn, "grad_e", 3, "[B, U, T]");
-  detail::check_sizes(grad_e, {query.size(0), query.size(1), keys.size(1)}, query, fn, "grad_e", "[B, U, T]",
-                      "query");
-  return additive_energy_grads(grad_e.contiguous(), query.contiguous(), keys.contiguous(), w.contiguous(),
-                               output_mask);
+  detail::check_sizes(grad_e, {query.size(0), U, keys.size(1)}, query, fn, "grad_e", "[B, U, T]", "query");
+  const at::Tensor q = one_step ? query.unsqueeze(1) : query;
+  auto [gq, gk, gw] =
+      additive_energy_grads(grad_e.contiguous(), q.contiguous(), keys.contiguous(), w.contiguous(), output_mask);
+  if (gq.defined() && one_step) gq = gq.view(query.sizes());
+  return {gq, gk, gw};
 }
 
 std::tuple<at::Tensor, at::Tensor> attention_context_backward(const at::Tensor& grad_c, const at::Tensor& weights,

@@ -162,8 +162,22 @@ TEST(AdditiveEnergy, EmptySizesAndErrors) {
   expect_error([] { core::additive_energy<float>(nullptr, nullptr, nullptr, nullptr, 1, 1, -2, 4); },
                "additive_energy: sizes must be >= 0, got batch = 1, out_len = 1, in_len = -2, dim = 4");
   std::vector<float> one(4, 0.5f), out(1);
+  // Each null pointer is named.
+  expect_error([&] { core::additive_energy<float>(nullptr, one.data(), one.data(), out.data(), 1, 1, 1, 4); },
+               "additive_energy: query must not be null");
   expect_error([&] { core::additive_energy<float>(one.data(), nullptr, one.data(), out.data(), 1, 1, 1, 4); },
-               "additive_energy: query, keys and w must not be null");
+               "additive_energy: keys must not be null");
+  expect_error([&] { core::additive_energy<float>(one.data(), one.data(), nullptr, out.data(), 1, 1, 1, 4); },
+               "additive_energy: w must not be null");
+  expect_error([&] { core::additive_energy<float>(one.data(), one.data(), one.data(), nullptr, 1, 1, 1, 4); },
+               "additive_energy: e must not be null");
+  std::vector<float> g4(4);
+  expect_error([&] { core::additive_energy_backward<float>(nullptr, one.data(), one.data(), one.data(), g4.data(),
+                                                           nullptr, nullptr, 1, 1, 1, 4); },
+               "additive_energy_backward: grad_e must not be null");
+  expect_error([&] { core::additive_energy_backward<float>(one.data(), one.data(), nullptr, one.data(), g4.data(),
+                                                           nullptr, nullptr, 1, 1, 1, 4); },
+               "additive_energy_backward: keys must not be null");
 }
 
 }  // namespace

@@ -167,13 +167,18 @@ TEST(AttentionContext, EmptySizesAndErrors) {
   expect_error([] { core::attention_context<float>(nullptr, nullptr, nullptr, 1, 1, -2, 4); },
                "attention_context: sizes must be >= 0, got batch = 1, out_len = 1, in_len = -2, dim = 4");
   std::vector<float> one(4, 0.5f), out(4);
+  expect_error([&] { core::attention_context<float>(nullptr, one.data(), out.data(), 1, 1, 1, 4); },
+               "attention_context: w must not be null");
   expect_error([&] { core::attention_context<float>(one.data(), nullptr, out.data(), 1, 1, 1, 4); },
-               "attention_context: w and h must not be null");
+               "attention_context: h must not be null");
   expect_error([&] { core::attention_context<float>(one.data(), one.data(), nullptr, 1, 1, 1, 4); },
                "attention_context: c must not be null");
   expect_error([&] { core::attention_context_backward<float>(nullptr, one.data(), one.data(), out.data(), nullptr,
                                                              1, 1, 1, 4); },
-               "attention_context_backward: grad_c, w and h must not be null");
+               "attention_context_backward: grad_c must not be null");
+  expect_error([&] { core::attention_context_backward<float>(one.data(), one.data(), nullptr, out.data(), nullptr,
+                                                             1, 1, 1, 4); },
+               "attention_context_backward: h must not be null");
 }
 
 }  // namespace

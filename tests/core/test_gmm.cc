@@ -785,6 +785,33 @@ TEST(GmmOnline, Errors) {
   expect_error(
       [&] { core::gmm_online_step(3.0, 1.0, ok.data(), nullptr, 3, false, bad, c, weights.data()); },
       "GmmOptions.radius: expected a finite value > 0, got -1");
+  // A bad delta is found while the window is weighed, after the walk moved the cursor: the
+  // error leaves the cursor as it was, and the same call with a good delta then gives what a
+  // fresh cursor gives.
+  for (const GmmWindow window : {GmmWindow::kAdaptive, GmmWindow::kFixed, GmmWindow::kNone}) {
+    GmmOptions w;
+    w.window = window;
+    GmmCursor cur;
+    const std::vector<double> bad_delta = {1.0, -1.0, 1.0, 1.0}, good_delta(4, 1.0);
+    const GmmCursor before = cur;
+    expect_error([&] { core::gmm_online_step(1.5, 1.0, ok.data(), bad_delta.data(), 4, true, w, cur, weights.data()); },
+                 "gmm_online_step: delta: expected finite values >= 0, got -1 at [1]");
+    EXPECT_EQ(cur.begin, before.begin);
+    EXPECT_EQ(cur.gamma, before.gamma);
+    EXPECT_EQ(cur.next, before.next);
+    EXPECT_EQ(cur.best, before.best);
+    EXPECT_EQ(cur.pending, before.pending);
+    EXPECT_EQ(cur.located, before.located);
+    EXPECT_EQ(cur.touched, before.touched);
+    GmmCursor fresh;
+    std::vector<double> wa(4), wb(4);
+    const auto a = core::gmm_online_step(1.5, 1.0, ok.data(), good_delta.data(), 4, true, w, cur, wa.data());
+    const auto b = core::gmm_online_step(1.5, 1.0, ok.data(), good_delta.data(), 4, true, w, fresh, wb.data());
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.begin, b.begin);
+    EXPECT_EQ(a.end, b.end);
+    EXPECT_EQ(wa, wb);
+  }
 }
 
 TEST(GmmOptions, ToString) {

@@ -136,7 +136,8 @@ TEST(MonotonicAlignment, StepEqualsFullGridRowByRow) {
       core::monotonic_alignment_step(p_i.data(), prev.data(), cur.data(), c.B, c.T,
                                      c.in_lens.data());
       // Exact: in double the step API and the full grid run the same per-row recurrence
-      // (the grid interleaves 4 rows, each in the same order) in one kernel target.
+      // (the grid interleaves as many rows as the target's vectors hold lanes, each in the
+      // same order) in one kernel target.
       for (int64_t b = 0; b < c.B; ++b)
         for (int64_t j = 0; j < c.T; ++j)
           EXPECT_EQ(cur[b * c.T + j], full[(b * c.U + i) * c.T + j]);
@@ -305,14 +306,18 @@ TEST(MonotonicAlignment, ManyRaggedSequencesMatchTheStepKernelsRowByRow) {
 // (src/core/parallel.h), ragged lengths and out_lens.
 TEST(MonotonicAlignment, ThreadCountsGiveTheSameBits) {
   Random rnd(23);
-  // Rows cut in 2 or 3 pieces (T = 700 >= 3 * 128) and rows too short to cut (T = 200).
+  // Rows cut in 2 or 3 pieces (T = 700 >= 3 * 128; B = 2 rows are one lane group on every
+  // target, the baseline's 2 lanes of double included, so that 2 and 3 threads cut them) and
+  // rows too short to cut (T = 200; B = 3, with a row of no entries).
   for (const int64_t T : {700, 200}) {
     Case c;
-    c.B = 3;
+    c.B = T == 700 ? 2 : 3;
     c.U = T == 700 ? 24 : 60;
     c.T = T;
     c.in_lens = {T, T * 3 / 4, 0};
     c.out_lens = {c.U, c.U * 2 / 3, 5};
+    c.in_lens.resize(static_cast<size_t>(c.B));
+    c.out_lens.resize(static_cast<size_t>(c.B));
     c.p = rnd.probabilities(static_cast<size_t>(c.B * c.U * c.T), -3.0);
     c.alpha0 = std::vector<double>(static_cast<size_t>(c.B * c.T));
     for (auto& a : c.alpha0) a = rnd.uniform() / 100;

@@ -285,6 +285,13 @@ TEST(DotThresholdScan, EqualsThresholdScanOverDotEnergies) {
   const float q = 1;
   expect_error([&] { core::dot_threshold_scan(&q, &q, 0, 0, 1, true, 1.0, 0.0, rule); },
                "dot_threshold_scan: dim must be >= 1, got 0");
+  expect_error([&] { core::dot_threshold_scan<float>(nullptr, &q, 1, 0, 1, true, 1.0, 0.0, rule); },
+               "dot_threshold_scan: query must not be null");
+  expect_error([&] { core::dot_threshold_scan<float>(&q, nullptr, 1, 0, 1, true, 1.0, 0.0, rule); },
+               "dot_threshold_scan: keys must not be null");
+  // Nothing to score (start = available): no key is read, so none is needed.
+  EXPECT_EQ(core::dot_threshold_scan<float>(&q, nullptr, 1, 1, 1, true, 1.0, 0.0, rule).status,
+            core::ScanStatus::kExhausted);
 }
 
 }  // namespace

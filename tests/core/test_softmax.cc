@@ -109,6 +109,17 @@ TEST(ChunkSoftmax, RangeAndErrors) {
   Grid g{1, 1, 2, nullptr, nullptr};
   expect_error([&] { core::softmax(e.data(), w.data(), g); },
                "softmax: e: expected finite values, got nan at [0, 0, 1]");
+  // The backward pass names its null pointers and refuses a saved output that no softmax
+  // gives (a NaN or a negative weight would turn into NaN or wrong gradients).
+  std::vector<double> gw = {1.0, 2.0}, ge(2), w2 = {0.25, 0.75};
+  expect_error([&] { core::softmax_backward<double>(gw.data(), nullptr, ge.data(), g); },
+               "softmax_backward: w must not be null");
+  w2[1] = NAN;
+  expect_error([&] { core::softmax_backward(gw.data(), w2.data(), ge.data(), g); },
+               "softmax_backward: w: expected");
+  w2[1] = -0.5;
+  expect_error([&] { core::softmax_backward(gw.data(), w2.data(), ge.data(), g); },
+               "softmax_backward: w: expected");
 }
 
 }  // namespace

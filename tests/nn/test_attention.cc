@@ -75,8 +75,11 @@ TEST(Functional, GradientsMatchFiniteDifferences) {
         {{p, "monotonic p"}, {a0, "monotonic alpha0"}});
   check([&] { return nn::mocha_chunkwise(nn::monotonic_alignment(p, lens, olens), u, 3, lens, olens); },
         {{p, "mocha p"}, {u, "mocha u"}});
-  check([&] { return nn::matcha_chunkwise(p, p, u, lens, olens); },  // alpha_prev := p
-        {{p, "matcha p"}, {u, "matcha u"}});
+  // alpha_prev an input of its own, so that each of the three gradients is checked alone (a
+  // swap of two would pass a check of their sum).
+  auto alpha_prev = torch::softmax(torch::randn({B, U, T}, torch::kDouble), 2).requires_grad_();
+  check([&] { return nn::matcha_chunkwise(alpha_prev, p, u, lens, olens); },
+        {{alpha_prev, "matcha alpha_prev"}, {p, "matcha p"}, {u, "matcha u"}});
   check([&] { return nn::masked_softmax(u, lens, olens); }, {{u, "softmax u"}});
   auto p2 = torch::sigmoid(torch::randn({B, T}, torch::kDouble)).requires_grad_();
   auto W2 = torch::randn({B, T}, torch::kDouble);
@@ -246,6 +249,15 @@ TEST(Functional, AdditiveEnergyMatchesTheATenFormula) {
     ASSERT_EQ(gs[n].sizes(), gs_aten[n].sizes()) << step_names[n];
     EXPECT_LT((gs[n] - gs_aten[n]).abs().max().item<double>(), 1e-13) << step_names[n];
   }
+  // The public backward takes the one-step query as the forward does (what the Python
+  // operator's autograd calls): the same gradients as ATen's.
+  const auto [bq, bk, bw] = nn::additive_energy_backward(G1, q1.detach(), keys.detach(), w.detach());
+  ASSERT_EQ(bq.sizes(), q1.sizes());
+  EXPECT_LT((bq - gs_aten[0]).abs().max().item<double>(), 1e-13);
+  EXPECT_LT((bk - gs_aten[1]).abs().max().item<double>(), 1e-13);
+  EXPECT_LT((bw - gs_aten[2]).abs().max().item<double>(), 1e-13);
+  expect_error([&] { nn::additive_energy_backward(torch::zeros({B, 2, T}, torch::kDouble), q1, keys, w); },
+               "mona::nn::additive_energy_backward: grad_e: expected sizes [B, U, T]");
   expect_error([&] { nn::additive_energy(q1, keys, w, torch::ones({1}, torch::kDouble)); },
                "mona::nn::additive_energy: offset: expected 0 dims [] (a scalar), got [1]");
   expect_error([&] { nn::additive_energy(q1, keys, w, torch::ones({}, torch::kFloat)); },
@@ -446,11 +458,30 @@ TEST(Functional, MonotonicAttentionStepNamesBadArguments) {
                std::string(fn) + "values: expected sizes [B, T, D] with [B, T] = [2, 4] (those of alpha_prev), got"
                " [2, 5, 3]");
   expect_error([&] { nn::monotonic_attention_step(e, torch::rand({3}), 1, prev, {}, values, nn::ChunkRule::kNone); },
-               std::string(fn) + "noise: expected a CPU tensor of 8 values ([B, T]) of dtype Float, got sizes [3]");
+               std::string(fn) + "noise: expected 2 dims [B, T] or [B, 1, T], got [3]");
+  // Noise of B * T values in another layout ([T, B]) is not read as [B, T].
+  expect_error([&] { nn::monotonic_attention_step(e, torch::rand({4, 2}), 1, prev, {}, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "noise: expected sizes [B, T] = [2, 4] or [B, 1, T], got [4, 2]");
+  expect_error([&] { nn::monotonic_attention_step(e, torch::rand({2, 4}, torch::kDouble), 1, prev, {}, values,
+                                                  nn::ChunkRule::kNone); },
+               std::string(fn) + "noise: expected dtype Float (that of alpha_prev), got Double");
   expect_error([&] { nn::monotonic_attention_step(e, {}, 0, prev.to(torch::kDouble), {}, values, nn::ChunkRule::kNone); },
                std::string(fn) + "energy: expected dtype Double (that of alpha_prev), got Float");
-  expect_error([&] { nn::monotonic_attention_step(e * NAN, {}, 0, prev, {}, values, nn::ChunkRule::kNone); },
-               "p: expected values in [0, 1]");
+  // A NaN is named where the caller put it, at a valid entry; one in the padding is not read.
+  auto e_nan = e.clone();
+  e_nan[1][2] = NAN;
+  expect_error([&] { nn::monotonic_attention_step(e_nan, {}, 0, prev, {}, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "energy: expected values that are not NaN, got nan at [1, 2]");
+  auto noise_nan = torch::zeros({2, 1, 4});
+  noise_nan[0][0][3] = NAN;
+  expect_error([&] { nn::monotonic_attention_step(e, noise_nan, 1, prev, {}, values, nn::ChunkRule::kNone); },
+               std::string(fn) + "noise: expected values that are not NaN, got nan at [0, 3]");
+  const auto lens = torch::tensor({4, 2}, torch::kLong);
+  const auto padded = nn::monotonic_attention_step(e_nan.masked_fill(torch::arange(4).ge(2).expand({2, 4}) &
+                                                                         torch::tensor({false, true}).unsqueeze(1),
+                                                                     NAN),
+                                                   {}, 0, prev, {}, values, nn::ChunkRule::kNone, 1, lens);
+  EXPECT_TRUE(torch::isfinite(padded.context).all().item<bool>());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ def test_gradcheck_masked_softmax():
 def test_gradcheck_additive_energy_and_attention_context():
     q, k, w = leaf(torch.randn(3, 4, 5, dtype=D)), leaf(torch.randn(3, 7, 5, dtype=D)), leaf(torch.randn(5, dtype=D))
     assert gradcheck(F.additive_energy, (q, k, w))
+    # one decoder step: a query [B, d], the forward's e [B, 1, T] and a backward to match
+    assert gradcheck(F.additive_energy, (leaf(torch.randn(3, 5, dtype=D)), k, w))
     weights, values = leaf(torch.rand(3, 7, dtype=D)), leaf(torch.randn(3, 7, 6, dtype=D))
     assert gradcheck(F.attention_context, (weights, values))
 

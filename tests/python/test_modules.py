@@ -95,7 +95,11 @@ def test_gmm_module_equals_the_mixture_written_out(source_aware):
     h = torch.randn(2, 9, 6, dtype=torch.float64)
     ctx, w = att(q, h)
     raw = att.query_proj(q)
-    step, var = torch.nn.functional.softplus(raw[..., :3]), torch.nn.functional.softplus(raw[..., 3:6]) + 1e-2
+    # The module's options are the C++ GmmAttentionOptions' defaults: a step clamped to
+    # max_step (003 sec. 2.3) and a variance floor min_variance.
+    assert att.max_step == 3.0 and att.min_variance == 1e-4 and att.max_variance == 0.0
+    step = torch.nn.functional.softplus(raw[..., :3]).clamp(0.0, att.max_step)
+    var = torch.nn.functional.softplus(raw[..., 3:6]) + att.min_variance
     mix = torch.softmax(raw[..., 6:], -1)
     mu = torch.cumsum(step, 1)  # [B, U, H]
     if source_aware:

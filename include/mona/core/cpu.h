@@ -3,8 +3,9 @@
 
 namespace mona::core {
 
-/// The instruction set the hot kernels (monotonic.h, mocha.h, matcha.h, the online step's
-/// dot-product scan in scan.h) run with: "x86-64-v4 (AVX-512)", "x86-64-v3 (AVX2, FMA)" or
+/// The instruction set the hot kernels (monotonic.h, mocha.h, matcha.h, additive_energy.h,
+/// attention_context.h, lstm.h, and the online step's dot products and scan in scan.h) run
+/// with: "x86-64-v4 (AVX-512)", "x86-64-v3 (AVX2, FMA)" or
 /// "baseline" (x86-64 with SSE2).
 ///
 /// The library compiles those kernels for the baseline and, with the CMake option

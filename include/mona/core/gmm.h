@@ -208,9 +208,11 @@ struct GmmStepResult {
 /// On kChose writes weights[k] = delta_j N(nu_j; mu, variance) for j = begin + k,
 /// k < end - begin (`weights` must hold `available` values) and advances the cursor to
 /// the next output step. On kNeedMoreInput writes nothing; call again with the same mu
-/// and variance and at least as many frames. Throws mona::Error for a non-positive
-/// variance, a decreasing nu among the frames it reads, fewer frames than last time,
-/// or different mu / variance while a step is pending.
+/// and variance and at least as many frames. Throws mona::Error for a non-finite mu, a
+/// non-positive variance, a non-finite or decreasing nu among the frames it reads, a
+/// negative or non-finite delta among the frames it weighs, fewer frames than last time,
+/// or different mu / variance while a step is pending; the cursor is then as it was before
+/// the call (the weights may have been written in part).
 template <class T>
 GmmStepResult gmm_online_step(T mu, T variance, const T* nu, const Opt<T>* delta,
                               int64_t available, bool input_finished,

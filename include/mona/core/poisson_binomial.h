@@ -16,8 +16,9 @@
 // sum_{s in S} log(1 + w_s) never grows with T (it is <= 0), whereas log R itself does. Both
 // terms of every logaddexp are probabilities of disjoint events, so the recursion has no
 // cancellation; each step adds one rounding error, O(T eps) in total in log space.
-// log_pmf costs O(T^2) time and O(T) memory (all k = 0 .. T); the single-k functions cost
-// O(T k) through the conditional Bernoulli table (mona/core/conditional_bernoulli.h).
+// log_pmf costs O(T^2) time and O(T) memory (all k = 0 .. T); poisson_binomial_log_prob,
+// for one k, costs O(T k) by the same prefix recursion truncated to counts <= k, and its
+// backward goes through the conditional Bernoulli table (mona/core/conditional_bernoulli.h).
 //
 // Precision: both dtypes run the recursions, tables and sums in double and round each output
 // once, so a float result is the double one to within one float ulp. (Float tables fail for

@@ -179,7 +179,8 @@ T dot(const T* a, const T* b, int64_t n);
 /// with the keys row_j = W h_j computed once per entry), where row_j = keys + (j - start) *
 /// dim: `keys` points at entry start's row and the rows follow each other. Inspects j = start,
 /// start + 1, ... while j < available, until rule.chooses(e_j); the result is threshold_scan's.
-/// Errors (mona::Error): dim < 1, start < 0 or start > available.
+/// Errors (mona::Error): dim < 1, start < 0 or start > available, a null query or keys when
+/// start < available.
 template <class T>
 ScanResult dot_threshold_scan(const T* query, const T* keys, int64_t dim, int64_t start, int64_t available,
                               bool input_finished, double scale, double offset, const EnergyThreshold& rule);

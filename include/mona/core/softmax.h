@@ -12,8 +12,10 @@
 //
 // Shapes: e, w, grad_w, grad_e: [B, U, T]; lengths and padding as in mona/core/grid.h
 // (padding written 0; a row of length 0 is all zero).
-// Errors (mona::Error): null pointers, bad sizes or lengths, non-finite energies in the
-// valid region (they have no meaningful softmax), non-finite grad_w.
+// Errors (mona::Error, naming the kernel, the argument, the value and its index): null
+// pointers, bad sizes or lengths, non-finite energies in the valid region (they have no
+// meaningful softmax), non-finite grad_w, and (backward) a saved output w that is negative
+// or not finite.
 #pragma once
 
 #include <cstdint>

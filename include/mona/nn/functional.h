@@ -105,8 +105,8 @@ struct MonotonicStepOutput {
 ///
 /// Errors (mona::ArgumentError, naming the argument and the values found): a rank, size or
 /// dtype that does not match; a chunk_energy given or missing against `rule`; w < 1 under
-/// kFixed; a non-finite noise_std. A NaN energy gives a NaN p, which the alignment kernel
-/// rejects naming p (mona::Error).
+/// kFixed; a non-finite noise_std; a NaN in energy or noise at a valid entry (mona::Error,
+/// naming the entry [b, j]).
 MonotonicStepOutput monotonic_attention_step(const at::Tensor& energy, const at::Tensor& noise, double noise_std,
                                              const at::Tensor& alpha_prev, const at::Tensor& chunk_energy,
                                              const at::Tensor& values, ChunkRule rule, int64_t w = 1,
@@ -167,8 +167,10 @@ at::Tensor masked_softmax_backward(const at::Tensor& grad_w, const at::Tensor& w
 
 /// Gradients of additive_energy: grad_e [B, U, T], query [B, U, d], keys [B, T, d], w [d]
 /// -> (grad_query [B, U, d], grad_keys [B, T, d], grad_w [d]); 002 eqs. 15-16
-/// differentiated. output_mask says which are wanted; the others are neither computed nor
-/// allocated (undefined).
+/// differentiated. A one-step query [B, d] (as additive_energy takes it) takes grad_e
+/// [B, 1, T] and gives grad_query [B, d]. output_mask says which are wanted; the others are
+/// neither computed nor allocated (undefined). Throws mona::ArgumentError naming the
+/// argument when a size or dtype does not match.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_energy_backward(
     const at::Tensor& grad_e, const at::Tensor& query, const at::Tensor& keys,
     const at::Tensor& w, std::array<bool, 3> output_mask = {true, true, true});
