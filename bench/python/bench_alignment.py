@@ -15,7 +15,7 @@ Times forward + backward of the expected alignment of hard monotonic attention (
 The Python and C++ calls alternate, one of each per round (after warm-up calls), so that
 load on a shared machine affects them alike; the slow ATen form runs in rounds of its own
 after them (--aten-rounds). The report gives the median and the minimum time of each and the
-ratios, measured in the same run (DESIGN sec. 6).
+ratios, measured in the same run.
 
 Usage: PYTHONPATH=python /usr/bin/python3 bench/python/bench_alignment.py [--shape B U T]
        [--rounds N] [--threads N] [--dtype float32|float64]

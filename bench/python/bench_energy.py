@@ -15,7 +15,7 @@ formulas in torch operations, as a PyTorch user writes them.
 
 The two forms alternate, one call of each per round after warm-up calls, so that load on a
 shared machine affects both alike; the report gives the median and minimum of each and their
-ratio, measured in the same run (DESIGN sec. 6). float32, one thread unless --threads.
+ratio, measured in the same run. float32, one thread unless --threads.
 
 Usage: PYTHONPATH=python /usr/bin/python3 bench/python/bench_energy.py [--rounds N]
        [--threads N]

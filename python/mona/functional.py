@@ -22,6 +22,7 @@ Inside TorchScript call ``torch.ops.mona.<name>`` directly (same arguments); err
 arrive as the interpreter's exceptions, with mona's message inside.
 """
 
+import operator
 from typing import NamedTuple, Optional
 
 import torch
@@ -41,6 +42,16 @@ def _call(op, *args):
         raise
     except ValueError as e:
         raise ArgumentError(str(e)) from None
+
+
+def _integer(fn: str, name: str, value) -> int:
+    # An int argument as an int: a float such as 2.7 is refused (int() would make it 2).
+    if isinstance(value, bool):
+        raise ArgumentError(f"{fn}: {name}: expected an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{fn}: {name}: expected an integer, got {value!r}") from None
 
 
 def monotonic_alignment(p_choose: Tensor, in_lens: Optional[Tensor] = None,
@@ -285,10 +296,11 @@ def gmm_attention_weights(mu: Tensor, variance: Tensor, weights: Optional[Tensor
 
     Raises:
         mona.ArgumentError (ValueError): shapes, dtypes, unknown window, radius <= 0,
-            width < 1, non-positive variance, negative weights or delta, bad lengths.
+            width < 1 or not an integer, non-positive variance, negative weights or delta,
+            bad lengths.
     """
     return _call(_ops.gmm_attention_weights, mu, variance, weights, nu, delta, window,
-                 float(radius), int(width), in_lens, out_lens)
+                 float(radius), _integer("mona.gmm_attention_weights", "width", width), in_lens, out_lens)
 
 
 def gmm_length_penalty(mu: Tensor, nu: Optional[Tensor], lambda_: float,
@@ -415,7 +427,7 @@ def cb_sample(logits: Tensor, k: Tensor, sampler: str = "bb", seed: int = 0,
     ops = {"idb": _ops.cb_sample_idb, "bb": _ops.cb_sample_bb, "db": _ops.cb_sample_db}
     if sampler not in ops:
         raise ArgumentError(f"mona.cb_sample: sampler: expected 'idb', 'bb' or 'db', got {sampler!r}")
-    return CbSample(*_call(ops[sampler], logits, k, int(seed), in_lens))
+    return CbSample(*_call(ops[sampler], logits, k, _integer("mona.cb_sample", "seed", seed), in_lens))
 
 
 def cb_marginal_log_likelihood(logits: Tensor, log_emit: Tensor,

@@ -3,13 +3,13 @@
 A :class:`Recognizer` holds the model and is not changed by decoding; each utterance is a
 stream that it advances::
 
-    rec = mona.Recognizer("runs/g2p/best.ckpt")
+    rec = mona.Recognizer("runs/g2p/mocha_w4/best.ckpt")  # recipes/g2p-cmudict
     s = rec.create_stream()
-    rec.accept(s, ["H", "E", "L"])         # symbols (str), ids (int64 tensor [n]) or frames [n, F]
+    rec.accept(s, ["h", "e", "l"])         # symbols (str), ids (int64 tensor [n]) or frames [n, F]
                                            # (audio models: rec.accept_waveform(s, samples, rate))
     while rec.is_ready(s):
         rec.decode(s)
-    rec.accept(s, ["L", "O"])
+    rec.accept(s, ["l", "o"])
     rec.input_finished(s)
     while rec.is_ready(s):
         rec.decode(s)
@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from .functional import _integer
 
 Inputs = Union[Tensor, Sequence[str]]
 
@@ -56,13 +57,15 @@ class Recognizer:
     Raises:
         mona.DataError (OSError and RuntimeError): the file is missing, truncated, corrupt
             or not a mona checkpoint (the message names the file).
-        mona.ArgumentError (ValueError): beam < 0.
+        mona.ArgumentError (ValueError): beam < 0 or not an integer.
     """
 
     def __init__(self, checkpoint: str, beam: Optional[int] = None):
-        if beam is not None and beam < 0:
-            raise _C.ArgumentError(f"mona.Recognizer: beam: expected >= 0, got {beam}")
-        self._rec = _C.Recognizer(str(checkpoint), -1 if beam is None else int(beam))
+        if beam is not None:
+            beam = _integer("mona.Recognizer", "beam", beam)
+            if beam < 0:
+                raise _C.ArgumentError(f"mona.Recognizer: beam: expected >= 0, got {beam}")
+        self._rec = _C.Recognizer(str(checkpoint), -1 if beam is None else beam)
 
     @property
     def input_symbols(self) -> List[str]:
@@ -122,11 +125,13 @@ class Recognizer:
             mona.ArgumentError (ValueError): a model that does not take audio, a finished
                 stream, sample_rate <= 0 or changed within the stream, samples not 1-d.
         """
-        self._rec.accept_waveform(stream, torch.as_tensor(samples), int(sample_rate))
+        self._rec.accept_waveform(stream, torch.as_tensor(samples),
+                                  _integer("mona.Recognizer.accept_waveform", "sample_rate", sample_rate))
 
     def recognize_waveform(self, samples, sample_rate: int) -> "StreamResult":
         """Offline, audio models: :meth:`accept_waveform` of all of it, finish, decode."""
-        return self._result(self._rec.recognize_waveform(torch.as_tensor(samples), int(sample_rate)))
+        rate = _integer("mona.Recognizer.recognize_waveform", "sample_rate", sample_rate)
+        return self._result(self._rec.recognize_waveform(torch.as_tensor(samples), rate))
 
     def decode_streams(self, streams) -> None:
         """Advances several distinct streams together: the encoder runs batched across them,

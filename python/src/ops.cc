@@ -564,7 +564,7 @@ Tensor cb_marginal_log_likelihood_k(const Tensor& logits, const Tensor& log_emit
 }  // namespace mona::python
 
 // =======================================================================================
-// Registration. Names and argument names are the field's (docs/attention.md, DESIGN sec. 9).
+// Registration. Names and argument names are the field's (docs/attention.md).
 // =======================================================================================
 
 TORCH_LIBRARY(mona, m) {

@@ -276,13 +276,17 @@ std::pair<at::Tensor, at::Tensor> check_b(const at::Tensor& b, const at::Tensor&
   detail::check_tensor(b, fn, "b", 2, "[B, T]");
   detail::check_like(b, logits, fn, "b", "logits");
   at::Tensor bc = b.detach().contiguous();
-  if (in_lens.defined()) {  // padding must not count
+  if (in_lens.defined()) {  // padding must not count (a where, so that a NaN there does not either)
     const at::Tensor mask = at::arange(logits.size(1), in_lens.options()).unsqueeze(0) <
                             in_lens.unsqueeze(1);
-    bc = bc * mask.to(bc.scalar_type());
+    bc = at::where(mask, bc, at::zeros({}, bc.options()));
   }
-  MONA_CHECK(((bc == 0) | (bc == 1)).all().item<bool>(), fn,
-              ": b: expected values in {0, 1}");
+  const at::Tensor bad = ((bc != 0) & (bc != 1)).nonzero();  // [n, 2]: (b, t) of each
+  if (bad.size(0) > 0) {
+    const int64_t row = bad[0][0].item<int64_t>(), t = bad[0][1].item<int64_t>();
+    MONA_CHECK(false, fn, ": b: expected values in {0, 1}, got ", bc[row][t].item<double>(), " at [", row, ", ", t,
+               "]");
+  }
   return {bc, bc.sum(1).round().to(at::kLong).contiguous()};
 }
 

@@ -251,7 +251,15 @@ TEST(CbWrappers, ArgumentErrorsNameTheArgument) {
   mona::test::expect_error([&] { cb_log_prob(x, torch::zeros({2, 4}, kD)); },
                                  "b: expected sizes");
   mona::test::expect_error([&] { cb_log_prob(x, torch::full({2, 5}, 0.5, kD)); },
-                                 "b: expected values in {0, 1}");
+                                 "b: expected values in {0, 1}, got 0.5 at [0, 0]");
+  // The first bad entry of the valid region is named; padding is not read, a NaN there
+  // included.
+  auto b2 = torch::zeros({2, 5}, kD);
+  b2[1][2] = 2;
+  mona::test::expect_error([&] { cb_log_prob(x, b2); }, "b: expected values in {0, 1}, got 2 at [1, 2]");
+  b2[1][2] = NAN;
+  b2[1][4] = 2;
+  EXPECT_TRUE(torch::isfinite(cb_log_prob(x, b2, torch::tensor({5, 2}, kL))).all().item<bool>());
   mona::test::expect_error(
       [&] { cb_marginal_log_likelihood(x, torch::zeros({2, 3, 4}, kD)); },
       "log_emit: expected sizes [B, U, T]");

@@ -34,6 +34,14 @@ from conftest import random_p
      "got [2, 5, 3]"),
     (lambda: F.attention_context(torch.rand(2, 5), torch.rand(2, 5, 3, dtype=torch.float64)),
      "attention_context: values: expected dtype Float (that of weights), got Double"),
+    # integer arguments are not truncated from floats
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1), window="fixed",
+                                     width=2.7, in_lens=torch.tensor([3])),
+     "mona.gmm_attention_weights: width: expected an integer, got 2.7"),
+    (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "bb", seed=1.5),
+     "mona.cb_sample: seed: expected an integer, got 1.5"),
+    (lambda: mona.Recognizer("unused.ckpt", beam=2.5),
+     "mona.Recognizer: beam: expected an integer, got 2.5"),
 ])
 def test_argument_errors_are_value_errors_with_monas_message(call, message):
     with pytest.raises(mona.ArgumentError) as info:

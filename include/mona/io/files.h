@@ -1,6 +1,6 @@
 // mona/io/files.h: whole-file reads, atomic writes, and the checkpoint container.
 //
-// Atomic write (DESIGN.md section 4): the bytes go to a fresh temporary file in the same
+// Atomic write: the bytes go to a fresh temporary file in the same
 // directory as the target (".<name>.tmp.<pid>.<n>"), which is flushed with fsync and then
 // renamed over the target. rename(2) within one file system is atomic, so a reader sees
 // either the old file or the new one, never a mixture, and an interrupted run never leaves
