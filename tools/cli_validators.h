@@ -1,6 +1,6 @@
-// CLI11 validators shared by mona's programs (tools/mona, tools/cb-toy): numeric options
-// whose errors read "--T: expected an integer in [1, 14], got abc" (CLI11 adds the option
-// name), the style of every mona error.
+// CLI11 validators shared by mona's programs (tools/mona, tools/cb-toy,
+// tools/make-spoken-commands): numeric options whose errors read "--T: expected an integer
+// in [1, 14], got abc" (CLI11 adds the option name), the style of every mona error.
 #pragma once
 
 #include <CLI/CLI.hpp>

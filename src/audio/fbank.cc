@@ -130,6 +130,15 @@ int64_t FbankOptions::num_frames(int64_t num_samples) const {
   return (num_samples + shift / 2) / shift;
 }
 
+int64_t FbankOptions::frame_start(int64_t frame) const {
+  const int64_t size = window_size(), shift = window_shift();
+  return snip_edges ? frame * shift : frame * shift + shift / 2 - size / 2;
+}
+
+double FbankOptions::frame_end_ms(int64_t frame) const {
+  return 1000.0 * static_cast<double>(frame_start(frame) + window_size()) / sample_rate;
+}
+
 void FbankOptions::validate() const {
   using detail::check;
   check(sample_rate > 0, "FbankOptions: sample_rate: expected > 0 Hz, got ", sample_rate);
@@ -230,9 +239,7 @@ struct OnlineFbank::Impl {
     pending.num_bins = bins;
   }
 
-  int64_t start_of(int64_t t) const {
-    return opts.snip_edges ? t * shift : t * shift + shift / 2 - size / 2;
-  }
+  int64_t start_of(int64_t t) const { return opts.frame_start(t); }
 
   // Frames whose samples have all arrived (all frames, once finished).
   int64_t frames_available() const {
@@ -240,7 +247,7 @@ struct OnlineFbank::Impl {
     // Frame t is complete when start_of(t) + size <= received; and it exists whatever the
     // rest of the signal when t < num_frames(received).
     const int64_t last_start = received - size;  // start_of(t) <= last_start
-    const int64_t rhs = last_start - (shift / 2 - size / 2);
+    const int64_t rhs = last_start - start_of(0);  // start_of(t) = t * shift + start_of(0)
     const int64_t complete = rhs < 0 ? 0 : rhs / shift + 1;
     return std::min(complete, opts.num_frames(received));
   }

@@ -35,6 +35,8 @@ void check_side(const std::vector<std::string>& tokens, std::size_t index, const
     check(!t.empty(), "example ", index, ": ", side, " token ", k, " is empty");
     check(std::none_of(t.begin(), t.end(), [](char c) { return is_space(c); }), "example ",
           index, ": ", side, " token ", k, " \"", t, "\" contains whitespace");
+    check(!is_reserved_symbol(t), "example ", index, ": ", side, " token ", k, " \"", t,
+          "\" is a reserved symbol (", reserved_symbol_list(), "), which read_tsv refuses");
   }
 }
 
@@ -52,8 +54,10 @@ std::vector<std::string> tokenize(const std::string& text) {
   return tokens;
 }
 
-std::vector<Example> parse_tsv(const std::string& text, const std::string& source_name) {
+std::vector<Example> parse_tsv(const std::string& text, const std::string& source_name,
+                               std::vector<int64_t>* lines) {
   std::vector<Example> examples;
+  if (lines) lines->clear();
   for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
     const auto where = [&] { return source_name + ":" + std::to_string(line_no) + ": "; };
     const auto tabs = std::count(line.begin(), line.end(), '\t');
@@ -64,13 +68,16 @@ std::vector<Example> parse_tsv(const std::string& text, const std::string& sourc
     ex.output = tokenize(line.substr(tab + 1));
     check_data(!ex.input.empty(), where(), "empty input (no tokens before the TAB)");
     check_data(!ex.output.empty(), where(), "empty output (no tokens after the TAB)");
+    check_no_reserved_symbols(ex.input, where(), "input");
+    check_no_reserved_symbols(ex.output, where(), "output");
     examples.push_back(std::move(ex));
+    if (lines) lines->push_back(line_no);
   });
   return examples;
 }
 
-std::vector<Example> read_tsv(const std::string& path) {
-  return parse_tsv(io::read_file(path), path);
+std::vector<Example> read_tsv(const std::string& path, std::vector<int64_t>* lines) {
+  return parse_tsv(io::read_file(path), path, lines);
 }
 
 std::string format_tsv(const std::vector<Example>& examples) {

@@ -42,9 +42,10 @@ std::string side_file_path(const std::string& manifest_path, const char* suffix)
 }  // namespace
 
 std::vector<Example> parse_manifest(const std::string& text, const std::string& base_dir,
-                                    const std::string& source_name) {
+                                    const std::string& source_name, std::vector<int64_t>* lines) {
   namespace fs = std::filesystem;
   std::vector<Example> examples;
+  if (lines) lines->clear();
   for_each_nonblank_line(text, [&](const std::string& line, int64_t line_no) {
     const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
     const auto tabs = std::count(line.begin(), line.end(), '\t');
@@ -55,18 +56,20 @@ std::vector<Example> parse_manifest(const std::string& text, const std::string& 
     Example ex;
     ex.output = tokenize(line.substr(tab + 1));
     detail::check_data(!ex.output.empty(), where, "empty transcript (no tokens after the TAB)");
+    check_no_reserved_symbols(ex.output, where, "transcript");
     const fs::path audio = resolve(relative, base_dir);
     detail::check_data(fs::is_regular_file(audio), where, "audio file ", relative, " (", audio.string(),
                        ") does not exist");
     ex.input = {audio.string()};
     examples.push_back(std::move(ex));
+    if (lines) lines->push_back(line_no);
   });
   return examples;
 }
 
-std::vector<Example> read_manifest(const std::string& path) {
+std::vector<Example> read_manifest(const std::string& path, std::vector<int64_t>* lines) {
   const std::string base = std::filesystem::path(path).parent_path().string();
-  return parse_manifest(io::read_file(path), base.empty() ? "." : base, path);
+  return parse_manifest(io::read_file(path), base.empty() ? "." : base, path, lines);
 }
 
 WordTimes parse_word_times(const std::string& text, const std::string& base_dir, const std::string& source_name) {

@@ -1,12 +1,41 @@
-// Internal to mona::data: what counts as white space between tokens of a data file, and
-// the lines of a text file.
+// Internal to mona::data: what counts as white space between tokens of a data file, the
+// lines of a text file, and the refusal of reserved symbols in data files.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "mona/core/error.h"
+#include "mona/data/tokens.h"
 
 namespace mona::data {
+
+/// Whether `token` is one of the reserved symbols (kReservedSymbols, mona/data/tokens.h).
+inline bool is_reserved_symbol(const std::string& token) {
+  return std::any_of(kReservedSymbols.begin(), kReservedSymbols.end(),
+                     [&](const char* reserved) { return token == reserved; });
+}
+
+/// The reserved symbols as a message lists them: "<pad>, <s>, </s>, <unk>".
+inline std::string reserved_symbol_list() {
+  std::string list;
+  for (const char* reserved : kReservedSymbols) list += (list.empty() ? "" : ", ") + std::string(reserved);
+  return list;
+}
+
+/// Refuses (mona::DataError) a token of a data file that is a reserved symbol, which every
+/// vocabulary maps to its special id (padding, start, end, unknown) instead of learning it:
+/// `where` is "file:line: ", `side` says which tokens ("input", "output", "transcript").
+inline void check_no_reserved_symbols(const std::vector<std::string>& tokens, const std::string& where,
+                                      const char* side) {
+  for (const std::string& token : tokens) {
+    detail::check_data(!is_reserved_symbol(token), where, side, " token \"", token,
+                       "\" is a reserved symbol (", reserved_symbol_list(),
+                       "), which mona keeps for its special ids; rename it in the data");
+  }
+}
 
 /// Space, tab, newline, carriage return, vertical tab, form feed (the C locale's isspace,
 /// without its locale dependence).

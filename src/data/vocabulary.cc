@@ -156,7 +156,7 @@ Vocabulary Vocabulary::from_text(const std::string& text, const std::string& sou
     line_of_id.push_back(line_no);
   });
   check_data(lines >= kNumReserved, source_name, ": expected at least the ", kNumReserved,
-        " reserved symbols <pad> <s> </s> <unk> (one per line), got ", lines, " lines");
+        " reserved symbols ", reserved_symbol_list(), " (one per line), got ", lines, " lines");
   return vocab;
 }
 

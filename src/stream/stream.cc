@@ -160,19 +160,18 @@ StreamResult Recognizer::result(const Stream& s) const {
   r.tokens = h.tokens;
   r.memory_positions = h.positions;
   const nn::Encoder& encoder = *model_->encoder;
+  // The last input position an entry can report: for symbols n = received_, which stands for
+  // the appended </s> (one past the last input); for frames the last frame received (the
+  // front end pads past it, so last_input_of can lie beyond).
+  const bool frames = model_->options().input_kind != "symbols";
+  const int64_t last_position = frames ? s.received_ - 1 : s.received_;
+  const audio::FbankOptions& features = model_->options().features;
+  const double received_ms = 1000.0 * static_cast<double>(s.samples_) / features.sample_rate;
   for (int64_t m : h.positions) {
-    // An entry past the input (the appended </s> of symbol models) reports `received`.
-    r.input_positions.push_back(m < 0 ? -1 : std::min<int64_t>(s.received_, encoder.last_input_of(m)));
-    if (audio_) {  // end of that frame's window, in ms of the audio received
-      const audio::FbankOptions& features = model_->options().features;
-      // Frame f starts at f * shift (snip_edges) or f * shift + shift / 2 - window / 2.
-      const int64_t f = r.input_positions.back();
-      const int64_t end = m < 0 ? 0
-                          : features.snip_edges
-                              ? f * features.window_shift() + features.window_size()
-                              : f * features.window_shift() + features.window_shift() / 2 + features.window_size() / 2;
-      r.times_ms.push_back(1000.0 * static_cast<double>(std::min(end, s.samples_)) / features.sample_rate);
-    }
+    const int64_t f = m < 0 ? -1 : std::min<int64_t>(last_position, encoder.last_input_of(m));
+    r.input_positions.push_back(f);
+    // Audio: the end of frame f's window, in ms of the audio received.
+    if (audio_) r.times_ms.push_back(f < 0 ? 0.0 : std::min(features.frame_end_ms(f), received_ms));
   }
   r.score = h.score;
   r.final = s.search_.done();

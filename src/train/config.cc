@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "mona/core/error.h"
+#include "mona/data/tokens.h"
 #include "mona/io/yaml.h"
 
 namespace mona::train {
@@ -26,8 +27,8 @@ const std::pair<const char*, const char*> kRenamedAttentionKeys[] = {
 
 namespace {
 
-// The range a numeric field must lie in (the run settings'; the model's and the search's
-// options are checked by their own validate()). NaN lies in no range.
+// The range a numeric field must lie in (the run settings'; the model's, SpecAugment's and the
+// search's options are checked by their own validate()). NaN lies in no range.
 struct Range {
   double lo = -INFINITY, hi = INFINITY;
   bool lo_open = false, hi_open = false;
@@ -147,13 +148,13 @@ void visit_config(C& c, V& v) {
     v.field("length_penalty", r.length_penalty, Range::at_least(0));
     v.field("length_penalty_until", r.length_penalty_until);
     v.field("normalize_features", r.normalize_features);
-    v.section("spec_augment", [&] {  // audio::SpecAugmentOptions (mona/audio/spec_augment.h)
+    v.section("spec_augment", [&] {  // audio::SpecAugmentOptions (mona/audio/spec_augment.h; its validate())
       auto& a = r.spec_augment;
-      v.field("num_freq_masks", a.num_freq_masks, Range::at_least(0));
-      v.field("max_freq_mask_bins", a.max_freq_mask_bins, Range::at_least(0));
-      v.field("num_time_masks", a.num_time_masks, Range::at_least(0));
-      v.field("max_time_mask_frames", a.max_time_mask_frames, Range::at_least(0));
-      v.field("max_time_mask_fraction", a.max_time_mask_fraction, Range::in(0, false, 1, false));
+      v.field("num_freq_masks", a.num_freq_masks);
+      v.field("max_freq_mask_bins", a.max_freq_mask_bins);
+      v.field("num_time_masks", a.num_time_masks);
+      v.field("max_time_mask_frames", a.max_time_mask_frames);
+      v.field("max_time_mask_fraction", a.max_time_mask_fraction);
     });
     v.section("optimizer", [&] {
       auto& o = r.optimizer;
@@ -237,8 +238,8 @@ class Reader {
                    type_name<T>());
     }
   }
+  // Not a known key (finish() does not list it): present, it is refused here, naming its new name.
   void renamed(const char* old_key, const char* new_key) {
-    known_.back().insert(old_key);
     const YAML::Node& node = nodes_.back();
     if (!node || !node.IsMap() || !node[old_key]) return;
     const std::string name = dotted(path_, old_key);
@@ -393,10 +394,45 @@ YAML::Node config_to_yaml(const Config& c) {
   return root;
 }
 
+namespace {
+// Runs `validate`, the own check of the struct `struct_name` that configuration section `key`
+// holds, and rethrows its mona::ArgumentError ("<struct_name>: <field> ...") as
+// "<key>: <field> ...", naming the section instead of the struct.
+template <class F>
+void validate_section(const std::string& key, const std::string& struct_name, F&& validate) {
+  try {
+    validate();
+  } catch (const ArgumentError& e) {
+    std::string message = e.what();
+    const std::string own = struct_name + ": ";
+    if (message.compare(0, own.size(), own) == 0) message.erase(0, own.size());
+    detail::fail(key, ": ", message);
+  }
+}
+}  // namespace
+
+nn::ModelOptions with_data_sizes(const nn::ModelOptions& model, int64_t input_vocab, int64_t output_vocab) {
+  nn::ModelOptions m = model;
+  m.input_vocab = input_vocab;
+  m.output_vocab = output_vocab;
+  if (m.input_kind == "audio") m.feature_dim = m.features.num_bins();
+  return m;
+}
+
 void Config::validate() const {
   usable_threads(train.threads, "train.threads", nullptr);  // >= 1 (clamped where it is used)
   Validator validator;
   visit_config(*this, validator);
+  // The model's own checks, on the options a run builds (with_data_sizes), with stand-ins for
+  // the vocabulary sizes that only the data gives: the filterbank's (audio models), the
+  // model's, the attention's (with stand-ins for the sizes the model fills in).
+  const int64_t some_vocabulary = data::kNumReserved + 1;
+  nn::ModelOptions m = with_data_sizes(model, some_vocabulary, some_vocabulary);
+  if (m.input_kind == "audio") validate_section("model.features", "FbankOptions", [&] { m.features.validate(); });
+  validate_section("model", "ModelOptions", [&] { m.validate(); });
+  m.attention_options.query_dim = m.attention_options.memory_dim = 1;
+  m.attention_options.validate("model.attention");
+  validate_section("train.spec_augment", "SpecAugmentOptions", [&] { train.spec_augment.validate(); });
   detail::check(train.smoothing.localized.empty() || train.smoothing.localized.size() == 4,
                 "train.smoothing.localized must list 4 weights (offsets -2, -1, +1, +2), got ",
                 train.smoothing.localized.size());

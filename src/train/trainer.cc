@@ -66,8 +66,8 @@ at::Tensor TrainedModel::input_tensor(const std::vector<std::string>& input) con
   return torch::tensor(input_vocab.encode_or_unk(input), torch::kLong);
 }
 
-std::vector<data::Example> read_examples(const Config& config, const std::string& path) {
-  return config.model.input_kind == "audio" ? data::read_manifest(path) : data::read_tsv(path);
+std::vector<data::Example> read_examples(const Config& config, const std::string& path, std::vector<int64_t>* lines) {
+  return config.model.input_kind == "audio" ? data::read_manifest(path, lines) : data::read_tsv(path, lines);
 }
 
 namespace {
@@ -111,9 +111,7 @@ void open_archive(const std::string& path, torch::serialize::InputArchive& archi
 
 std::shared_ptr<nn::Seq2Seq> build_model(Config& config, const data::Vocabulary& in,
                                          const data::Vocabulary& out) {
-  config.model.input_vocab = in.size();
-  if (config.model.input_kind == "audio") config.model.feature_dim = config.model.features.num_bins();
-  config.model.output_vocab = out.size();
+  config.model = with_data_sizes(config.model, in.size(), out.size());
   return std::make_shared<nn::Seq2Seq>(config.model);
 }
 
@@ -331,7 +329,7 @@ io::EmissionDelays word_delays(const TrainedModel& t, const data::ReferenceSet& 
                      " are not its transcript (", words.size(), " words against ", set.references.at(0).size(), ")");
   const audio::FbankOptions& f = t.config.model.features;
   std::vector<double> emitted_ms;
-  for (int64_t g : inputs_read) emitted_ms.push_back(static_cast<double>(g - 1) * f.frame_shift_ms + f.frame_length_ms);
+  for (int64_t g : inputs_read) emitted_ms.push_back(f.frame_end_ms(g - 1));  // the end of frame g - 1, the last read
   return io::emission_delays(t.output_vocab.decode(tokens), emitted_ms, words, ends_ms);
 }
 
@@ -417,10 +415,7 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
     const auto q0 = std::chrono::steady_clock::now();
     DecodedInput d;
     const at::Tensor x = m.input_tensor(sets[k].input);  // ids [T], or audio frames [T, F]
-    if (m.takes_audio() && x.size(0) > 0) {
-      const audio::FbankOptions& f = m.config.model.features;
-      d.audio_seconds = (static_cast<double>(x.size(0) - 1) * f.frame_shift_ms + f.frame_length_ms) / 1000;
-    }
+    if (m.takes_audio() && x.size(0) > 0) d.audio_seconds = m.config.model.features.frame_end_ms(x.size(0) - 1) / 1000;
     std::vector<int64_t> out;
     if (expected_attention) {
       out = decode_with_expected_alignment(m, x, search).tokens;
@@ -717,13 +712,36 @@ std::string join_names(const std::vector<std::string>& names) {
   return s;
 }
 
+// The samples, at f.sample_rate, of the audio file `path` that line `line` (1-based; 0:
+// unknown) of the manifest `manifest`, configuration key `key` (data.train, data.dev), lists.
+// Throws mona::DataError naming the key, manifest:line and the file when it cannot be read
+// (audio::read_audio's message) or holds less than one frame of `f` (no features at all).
+audio::Waveform read_listed_audio(const char* key, const std::string& manifest, int64_t line,
+                                  const std::string& path, const audio::FbankOptions& f) {
+  const std::string where =
+      std::string(key) + ": " + manifest + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": ";
+  audio::Waveform w;
+  try {
+    w = audio::read_audio(path, f.sample_rate);
+  } catch (const DataError& e) {
+    detail::fail_data(where, e.what());
+  }
+  detail::check_data(f.num_frames(static_cast<int64_t>(w.samples.size())) > 0, where, path, ": ", w.samples.size(),
+                     " samples, shorter than one frame (", f.window_size(), " samples)");
+  return w;
+}
+
 // Refuses what Trainer::run cannot do before anything is read or written: resume together
-// with overwrite, no training data, nothing to resume, or (for a fresh run) an output
-// directory that holds a run.
+// with overwrite, a model it cannot train (input_kind "features": its data files hold
+// symbols or audio paths, never feature frames), no training data, nothing to resume, or
+// (for a fresh run) an output directory that holds a run.
 void check_run_request(const Config& c, const RunOptions& options) {
   detail::check(!(options.resume && options.overwrite),
                 "resume and overwrite exclude each other (--resume continues the run in ",
                 c.train.output_dir, ", --overwrite replaces it)");
+  detail::check(c.model.input_kind != "features", "model.input_kind: \"", c.model.input_kind,
+                "\" models are not trained by mona's trainer (its data are symbol TSV files or audio "
+                "manifests, not feature frames); use \"symbols\" or \"audio\"");
   detail::check(!c.data.train.empty(), "data.train: a training TSV file is required");
   if (options.resume) {
     detail::check_data(fs::exists(c.train.output_dir + "/last.ckpt"), "--resume: no checkpoint to resume from at ",
@@ -750,7 +768,9 @@ double learning_rate(const OptimizerConfig& o, int64_t step) {
 class TrainingRun {
  public:
   // Sets the thread count and the seed, reads the data, builds the vocabularies, the model
-  // and the optimizer. Writes nothing. The run's clock (train.max_minutes) starts here.
+  // and the optimizer. Audio models: decodes every dev audio file once (check_dev_audio),
+  // then reads the training features. Writes nothing. The run's clock (train.max_minutes)
+  // starts here.
   TrainingRun(Config& c, const RunOptions& options, std::ostream& progress_out);
 
   // With options.resume, loads last.ckpt into the model and the optimizer (its model
@@ -775,7 +795,13 @@ class TrainingRun {
   const std::vector<size_t>& next_batch();
   // Audio: reads every training utterance, computes its log-mel frames once (held in
   // memory for the run) and estimates the global normalisation (train.normalize_features).
-  void read_audio_features(const std::vector<data::Example>& examples);
+  // `lines`: each example's line in data.train (read_examples), for messages.
+  void read_audio_features(const std::vector<data::Example>& examples, const std::vector<int64_t>& lines);
+  // Audio: reads every dev audio file (the plots' inputs are among them) as evaluate() will,
+  // so that one that cannot be read or is shorter than one frame is refused now, naming
+  // data.dev and its manifest line (`lines`), not at the first evaluation, eval_every steps
+  // in. The samples are not kept (evaluate() reads them again).
+  void check_dev_audio(const std::vector<int64_t>& lines) const;
   // SpecAugment (train.spec_augment) on a batch of raw frames [B, T, F] with lengths: the
   // masks (drawn from the step's seed) set a cell to the feature mean, which the model
   // normalises to 0, as SpecAugment masks normalised features with 0.
@@ -817,9 +843,12 @@ class TrainingRun {
   void record_step(const PassResult& step);
   // Every train.plot_every steps, alignment plots of the first dev examples.
   void maybe_write_plots();
-  // Decodes the dev set greedily online (train::evaluate), logs an "eval" record (error
-  // rates, latency), writes best.ckpt when the token error rate improved (always when there
-  // is no dev set) and last.ckpt; counts evaluations without improvement for early stopping.
+  // Writes last.ckpt, then decodes the dev set greedily online (train::evaluate), logs an
+  // "eval" record (error rates, latency), writes best.ckpt when the token error rate improved
+  // (always when there is no dev set) and last.ckpt again with the evaluation's outcome;
+  // counts evaluations without improvement for early stopping. An evaluation that throws
+  // leaves last.ckpt at this step (with the run state before the evaluation): resuming it
+  // continues with the next step, losing no training.
   void evaluate_and_checkpoint();
   // End of a run that reached its end: a last evaluation unless the last step had one, the
   // final plots, the result.
@@ -874,13 +903,15 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
   nn::set_threads(1);  // parallel over shards of the batch instead (train_step)
   torch::manual_seed(c_.train.seed);
 
-  const auto train_examples = read_examples(c_, c_.data.train);
+  std::vector<int64_t> train_lines, dev_lines;
+  const auto train_examples = read_examples(c_, c_.data.train, &train_lines);
   detail::check_data(!train_examples.empty(), "data.train: ", c_.data.train, " holds no examples");
-  if (!c_.data.dev.empty()) dev_examples_ = read_examples(c_, c_.data.dev);
+  if (!c_.data.dev.empty()) dev_examples_ = read_examples(c_, c_.data.dev, &dev_lines);
   dev_sets_ = data::group_references(dev_examples_);
 
   t_.config = c_;
   const bool audio = t_.takes_audio();
+  if (audio) check_dev_audio(dev_lines);  // before the training features, which take longer
   std::optional<TrainedModel> init;  // train.init_from, for a fresh run
   if (!c_.train.init_from.empty() && !options.resume) {
     init = TrainedModel::load(c_.train.init_from);
@@ -904,7 +935,7 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
   t_.model = build_model(t_.config, t_.input_vocab, t_.output_vocab);
   t_.model->decoder->attention->reseed_noise(c_.train.seed);
   if (audio) {
-    read_audio_features(train_examples);
+    read_audio_features(train_examples, train_lines);
   } else {
     for (const auto& ex : train_examples) {
       data_.push_back({t_.input_vocab.encode(ex.input), t_.output_vocab.encode(ex.output), {}});
@@ -936,17 +967,23 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
       std::min<int64_t>(c_.train.threads, static_cast<int64_t>(params.size())));
 }
 
-void TrainingRun::read_audio_features(const std::vector<data::Example>& examples) {
+void TrainingRun::check_dev_audio(const std::vector<int64_t>& lines) const {
+  for (size_t k = 0; k < dev_examples_.size(); ++k) {
+    read_listed_audio("data.dev", c_.data.dev, k < lines.size() ? lines[k] : 0, dev_examples_[k].input.at(0),
+                      c_.model.features);
+  }
+}
+
+void TrainingRun::read_audio_features(const std::vector<data::Example>& examples, const std::vector<int64_t>& lines) {
   const auto t0 = std::chrono::steady_clock::now();
   const audio::FbankOptions& f = c_.model.features;
   audio::GlobalCmvn cmvn;
   int64_t samples = 0;
   for (size_t k = 0; k < examples.size(); ++k) {
-    const audio::Waveform w = audio::read_audio(examples[k].input[0], f.sample_rate);
+    const audio::Waveform w = read_listed_audio("data.train", c_.data.train, k < lines.size() ? lines[k] : 0,
+                                                examples[k].input[0], f);
     samples += static_cast<int64_t>(w.samples.size());
     audio::Features x = audio::compute_fbank(f, w.samples, c_.train.seed * 1000003ULL + k);
-    detail::check_data(x.num_frames > 0, "data.train: ", examples[k].input[0], ": ", w.samples.size(),
-                       " samples, shorter than one frame (", f.window_size(), " samples)");
     cmvn.accumulate(x);
     Encoded e;
     e.output = t_.output_vocab.encode(examples[k].output);
@@ -1183,6 +1220,8 @@ void TrainingRun::maybe_write_plots() {
 }
 
 void TrainingRun::evaluate_and_checkpoint() {
+  // last.ckpt first: an evaluation that fails never loses the steps trained since the last one.
+  CheckpointIO::save(last_path_, t_, adam_.get(), run_);
   nlohmann::json rec{{"event", "eval"}, {"step", t_.step}, {"minutes", minutes()}};
   if (!dev_sets_.empty()) {
     nn::SearchOptions greedy = c_.decode;
@@ -1208,10 +1247,12 @@ void TrainingRun::evaluate_and_checkpoint() {
     } else {
       ++run_.bad_evals;
     }
+    // Again, with the evaluation's outcome (the best score, the evaluations without
+    // improvement), which a resumed run continues from.
+    CheckpointIO::save(last_path_, t_, adam_.get(), run_);
   } else {
     CheckpointIO::save(best_path_, t_, nullptr, run_);
   }
-  CheckpointIO::save(last_path_, t_, adam_.get(), run_);
   log_->write(rec);
   t_.model->train();
 }
@@ -1234,7 +1275,7 @@ TrainResult TrainingRun::result() const {
   TrainResult r;
   r.steps = t_.step;
   r.minutes = minutes();
-  r.best_token_error_rate = run_.best_ter;
+  if (run_.has_dev_score()) r.best_token_error_rate = run_.best_ter;
   r.best_checkpoint = best_path_;
   r.last_checkpoint = last_path_;
   r.early_stopped = early_stopped_;

@@ -46,6 +46,37 @@ TEST(Dataset, MalformedLinesNameFileAndLine) {
   EXPECT_ERROR_CONTAINS(mona::data::read_tsv(path), path + ":1:", "empty output");
 }
 
+// The reserved symbols (mona/data/tokens.h) would be mapped to the special ids by every
+// vocabulary, silently: a data file holding one is refused, naming file:line and the token.
+TEST(Dataset, ReservedSymbolsAreRefusedNamingFileLineAndToken) {
+  TempDir dir;
+  const std::string path = dir.file("r.tsv");
+  for (const std::string reserved : {"<pad>", "<s>", "</s>", "<unk>"}) {
+    mona::test::write_raw(path, "a b\tX\n\nc " + reserved + "\tY\n");
+    EXPECT_ERROR_CONTAINS(mona::data::read_tsv(path), path + ":3: input token \"" + reserved +
+                                                          "\" is a reserved symbol (<pad>, <s>, </s>, <unk>)");
+    mona::test::write_raw(path, "a\tX " + reserved + "\n");
+    EXPECT_ERROR_CONTAINS(mona::data::read_tsv(path), path + ":1: output token \"" + reserved + "\" is a reserved symbol");
+    EXPECT_THROW(mona::data::read_tsv(path), mona::DataError);
+  }
+  // Only the symbols themselves: look-alikes are ordinary tokens.
+  mona::test::write_raw(path, "<s>x <S> s>\t<unk2> </s/>\n");
+  const auto ex = mona::data::read_tsv(path);
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0].input, (Tokens{"<s>x", "<S>", "s>"}));
+  EXPECT_EQ(ex[0].output, (Tokens{"<unk2>", "</s/>"}));
+  // And format_tsv does not write what read_tsv refuses.
+  EXPECT_ERROR_CONTAINS(mona::data::format_tsv({{{"a"}, {"b", "</s>"}}}), "example 0: output token 1 \"</s>\"",
+                        "reserved symbol");
+}
+
+TEST(Dataset, LinesAreTheExamplesLineNumbers) {
+  std::vector<int64_t> lines = {7};  // replaced, not appended to
+  const auto ex = mona::data::parse_tsv("\na\tb\n  \nc\td\r\n", "t.tsv", &lines);
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(lines, (std::vector<int64_t>{2, 4}));
+}
+
 TEST(Dataset, MissingFileNamesPath) {
   TempDir dir;
   EXPECT_ERROR_CONTAINS(mona::data::read_tsv(dir.file("nope.tsv")), dir.file("nope.tsv"),

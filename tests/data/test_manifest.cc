@@ -48,6 +48,27 @@ TEST(Manifest, MalformedLinesAreRefusedNamingFileAndLine) {
   EXPECT_TRUE(parse("").empty());
 }
 
+TEST(Manifest, ReservedSymbolsInATranscriptAreRefusedNamingFileAndLine) {
+  TempDir dir;
+  std::ofstream(dir / "a.wav") << "x";
+  auto parse = [&](const std::string& text) { return data::parse_manifest(text, dir.path(), "m.tsv"); };
+  expect_error([&] { parse("a.wav\tgo\na.wav\tgo </s>\n"); },
+               "m.tsv:2: transcript token \"</s>\" is a reserved symbol (<pad>, <s>, </s>, <unk>)");
+  for (const char* reserved : {"<pad>", "<s>", "<unk>"}) {
+    EXPECT_THROW(parse(std::string("a.wav\t") + reserved + "\n"), DataError) << reserved;
+  }
+  EXPECT_EQ(parse("a.wav\t<s>x\n").at(0).output, Tokens{"<s>x"});
+}
+
+TEST(Manifest, LinesAreTheUtterancesLineNumbers) {
+  TempDir dir;
+  std::ofstream(dir / "a.wav") << "x";
+  std::vector<int64_t> lines;
+  const auto ex = data::parse_manifest("\n\na.wav\tgo\r\n \na.wav\tleft\n", dir.path(), "m.tsv", &lines);
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(lines, (std::vector<int64_t>{3, 5}));
+}
+
 TEST(WordTimes, ReadByResolvedPathInTranscriptOrder) {
   TempDir dir;
   std::filesystem::create_directories(dir / "wav");

@@ -111,13 +111,60 @@ TEST(AudioStream, WaveformEqualsItsFbankFramesAndTimesAreInMillisecondsOfAudio) 
   EXPECT_EQ(from_samples.score, from_frames.score);
   ASSERT_FALSE(from_samples.tokens.empty());
   ASSERT_EQ(from_samples.times_ms.size(), from_samples.tokens.size());
+  ASSERT_EQ(f.num_frames, 128);  // 1 + (20800 - 400) / 160
   for (size_t i = 0; i < from_samples.tokens.size(); ++i) {
     // Entry m of a model subsampling by 8 (two stride-2 convolutions, one reduction) keeps
-    // front-end output 2m, whose receptive field ends at frame 8m + 3; frame k ends at
-    // k * 10 ms + 25 ms (snip_edges), capped at the 1300 ms of audio.
+    // front-end output 2m, whose receptive field ends at frame 8m + 3, capped at the last
+    // frame, 127; frame k ends at k * 10 ms + 25 ms (snip_edges), within the 1300 ms of audio.
     const int64_t m = from_samples.memory_positions[i];
-    const double expected = std::min(1300.0, (8.0 * static_cast<double>(m) + 3) * 10 + 25);
-    EXPECT_DOUBLE_EQ(from_samples.times_ms[i], expected) << "token " << i << " entry " << m;
+    const int64_t frame = std::min<int64_t>(8 * m + 3, 127);
+    EXPECT_EQ(from_samples.input_positions[i], frame) << "token " << i << " entry " << m;
+    EXPECT_DOUBLE_EQ(from_samples.times_ms[i], static_cast<double>(frame) * 10 + 25) << "token " << i << " entry " << m;
+    EXPECT_EQ(from_frames.input_positions[i], frame) << "token " << i << " entry " << m;
+  }
+}
+
+// FbankOptions::frame_end_ms, the one formula for the time of a frame, against a hand
+// computation: frame t's window starts at t S (snip_edges) or t S + S/2 - L/2 (integer
+// division) and is L samples long.
+TEST(AudioStream, FrameEndIsTheEndOfTheFramesWindowInMilliseconds) {
+  audio::FbankOptions o;  // 16 kHz, 25 ms / 10 ms: L = 400, S = 160
+  EXPECT_EQ(o.frame_start(3), 480);
+  EXPECT_DOUBLE_EQ(o.frame_end_ms(3), 55.0);    // (480 + 400) / 16
+  EXPECT_DOUBLE_EQ(o.frame_end_ms(0), 25.0);
+  o.snip_edges = false;
+  EXPECT_EQ(o.frame_start(0), -120);            // 80 - 200
+  EXPECT_EQ(o.frame_start(3), 360);             // 480 + 80 - 200
+  EXPECT_DOUBLE_EQ(o.frame_end_ms(3), 47.5);    // (360 + 400) / 16
+  EXPECT_DOUBLE_EQ(o.frame_end_ms(0), 17.5);    // (-120 + 400) / 16
+  // An odd window: 22050 Hz, L = int(551.25) = 551, S = int(220.5) = 220. Frame 2 starts at
+  // 440 + 110 - 275 = 275 and ends at 826 (not 440 + 110 + 551 / 2 = 825).
+  o.sample_rate = 22050;
+  EXPECT_EQ(o.frame_start(2), 275);
+  EXPECT_DOUBLE_EQ(o.frame_end_ms(2), 1000.0 * 826 / 22050);
+  o.snip_edges = true;
+  EXPECT_DOUBLE_EQ(o.frame_end_ms(2), 1000.0 * (440 + 551) / 22050);
+}
+
+// With snip_edges false a stream's token times are frame_end_ms of their input positions,
+// capped at the audio received (the last frames reach past it).
+TEST(AudioStream, TimesWithoutSnipEdgesAreTheFramesEndsCappedAtTheAudio) {
+  nn::ModelOptions o = audio_model("mocha", 1)->options();
+  o.features.snip_edges = false;
+  auto model = std::make_shared<nn::Seq2Seq>(o);
+  model->encoder->set_normalization(torch::full({12}, -8.0), torch::full({12}, 0.3));
+  stream::Recognizer rec(model, nn::SearchOptions{});
+  const std::vector<float> x = test_signal(1.3, 16000, 9);
+  const auto r = rec.recognize_waveform(x, 16000);
+  ASSERT_FALSE(r.tokens.empty());
+  ASSERT_EQ(r.times_ms.size(), r.tokens.size());
+  const int64_t frames = o.features.num_frames(static_cast<int64_t>(x.size()));  // (20800 + 80) / 160 = 130
+  ASSERT_EQ(frames, 130);
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    const int64_t frame = std::min<int64_t>(8 * r.memory_positions[i] + 3, frames - 1);
+    EXPECT_EQ(r.input_positions[i], frame) << "token " << i;
+    // Frame k ends at (160 k + 80 - 200 + 400) / 16 = 10 k + 17.5 ms; the last, 129, at 1307.5.
+    EXPECT_DOUBLE_EQ(r.times_ms[i], std::min(1300.0, static_cast<double>(frame) * 10 + 17.5)) << "token " << i;
   }
 }
 

@@ -1,10 +1,12 @@
 // label: cb
 // mona-cb-toy (004 sec. 3.1, recipes/cb-toy) run as a user runs it: its --quick run writes
 // its table, CSVs and plot, every estimator's results are finite, exact gradient ascent on
-// log P(c) (004 eq. 34) improves the held-out likelihood, and bad arguments get one-line
+// log P(c) (004 eq. 34) improves the held-out likelihood, an interrupted or failing run
+// leaves the results already in its directory as they were, and bad arguments get one-line
 // errors in mona's style.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +61,10 @@ TEST(CbToy, QuickRunWritesItsResultsAndExactAscentImprovesHeldOutLikelihood) {
   for (const char* f : {"table.md", "runs.csv", "curves.csv", "plot.png"}) {
     EXPECT_GT(fs::file_size(fs::path(d.path()) / f), 0u) << f;
   }
+  // Written atomically: nothing but the results (no temporary file left), and what was
+  // printed is the table written.
+  EXPECT_EQ(d.entries(), (std::vector<std::string>{"curves.csv", "plot.png", "runs.csv", "table.md"}));
+  EXPECT_NE(run.output.find(mona::test::read_raw(d / "table.md")), std::string::npos) << run.output;
   const auto runs = read_csv(fs::path(d.path()) / "runs.csv");
   ASSERT_EQ(runs.size(), kEstimators.size());
   for (size_t k = 0; k < runs.size(); ++k) {
@@ -99,6 +105,37 @@ TEST(CbToy, QuickRunWritesItsResultsAndExactAscentImprovesHeldOutLikelihood) {
   double gain = 0;
   for (const char* e : {"cb", "db", "idb", "bb"}) gain += first_last.at(e).second - first_last.at(e).first;
   EXPECT_GT(gain / 4, 0.02) << "mean held-out gain of the unbiased estimators";
+}
+
+// A run stopped before its end (here by timeout's SIGTERM) or unable to write its results
+// leaves the results already in the directory as they were: they are written only at the
+// end, all together.
+TEST(CbToy, AnInterruptedOrFailingRunLeavesEarlierResultsAsTheyWere) {
+  TempDir d;
+  mona::test::write_raw(d / "runs.csv", "earlier runs\n");
+  mona::test::write_raw(d / "curves.csv", "earlier curves\n");
+  mona::test::write_raw(d / "table.md", "earlier table\n");
+  // 10^9 updates: far more than the 4 seconds it is given.
+  const auto stopped = mona::test::run_program(
+      std::string(MONA_CB_TOY) + " --T 4 --seeds 1 --estimators exact --updates 1000000000 --out " + d.path(), 4);
+  EXPECT_EQ(stopped.code, 124) << "not stopped by the timeout: " << stopped.output;
+  EXPECT_EQ(mona::test::read_raw(d / "runs.csv"), "earlier runs\n");
+  EXPECT_EQ(mona::test::read_raw(d / "curves.csv"), "earlier curves\n");
+  EXPECT_EQ(mona::test::read_raw(d / "table.md"), "earlier table\n");
+  EXPECT_EQ(d.entries(), (std::vector<std::string>{"curves.csv", "runs.csv", "table.md"}));
+
+  // runs.csv cannot be replaced (a directory is in the way): an error naming it, and no
+  // result file changed.
+  fs::remove(d / "runs.csv");
+  fs::create_directory(d / "runs.csv");
+  const auto failed = mona::test::run_program(std::string(MONA_CB_TOY) + " --quick --estimators exact --out " + d.path());
+  EXPECT_EQ(failed.code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("mona-cb-toy: error: write " + (d / "runs.csv") + ": "), std::string::npos)
+      << failed.output;
+  EXPECT_EQ(mona::test::read_raw(d / "curves.csv"), "earlier curves\n");
+  EXPECT_EQ(mona::test::read_raw(d / "table.md"), "earlier table\n");
+  EXPECT_TRUE(fs::is_directory(d / "runs.csv"));
+  EXPECT_EQ(d.entries(), (std::vector<std::string>{"curves.csv", "runs.csv", "table.md"}));
 }
 
 TEST(CbToy, BadArgumentsGetOneLineErrors) {

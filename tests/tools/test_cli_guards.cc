@@ -141,6 +141,17 @@ TEST(CliGuards, ThreadCountsBelowOneAreRefusedAndTooManyAreClamped) {
   EXPECT_TRUE(contains(r.output, "mona: --threads = 4096 is more than this machine's " + std::to_string(hardware) +
                                      " " + using_hw)) << r.output;
   EXPECT_TRUE(contains(r.output, "abc\t")) << r.output;
+  // The program's option may follow the subcommand, before or after its arguments: the same
+  // check and notice.
+  for (const std::string& args : {"decode --threads 4096 " + ckpt + " abc", "decode " + ckpt + " abc --threads 4096"}) {
+    r = run_cli(args);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, "mona: --threads = 4096 is more than this machine's")) << args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, "abc\t")) << args << ": " << r.output;
+  }
+  r = run_cli("decode --threads 0 " + ckpt + " abc");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected a number of threads >= 1, got 0")) << r.output;
 
   // The configuration key goes through the same check: clamped, and the effective value
   // is what the run records.
@@ -260,6 +271,63 @@ TEST(CliGuards, PlotRefusesReferenceTokensOutsideTheOutputVocabulary) {
   r = run_cli("plot " + ckpt + " abc --reference 'F E D' -o " + (d / "a.png"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(d / "a.png"));
+  // An input outside the input vocabulary is an error too (plot has one input: nothing to
+  // skip to), in the same style, and writes nothing.
+  for (const auto& [input, message] : std::vector<std::pair<std::string, std::string>>{
+           {"ab9z", "mona: error: INPUT \"ab9z\": symbols outside the model's input vocabulary: '9', 'z'\n"},
+           {"abz", "mona: error: INPUT \"abz\": a symbol outside the model's input vocabulary: 'z'\n"}}) {
+    r = run_cli("plot " + ckpt + " " + input + " -o " + (d / "b.png"));
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(lines(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, message)) << r.output;
+    EXPECT_FALSE(contains(r.output, "skipping")) << r.output;
+    EXPECT_FALSE(fs::exists(d / "b.png"));
+  }
+}
+
+// --- 8b. stream: the options of audio streams are refused for a symbol model --------------
+
+TEST(CliGuards, StreamRefusesAudioOptionsForASymbolModelNamingTheOption) {
+  const std::string ckpt = shared_checkpoint();
+  for (const std::string option : {"--rate 8000", "--channels 2", "--chunk-ms 20", "--format raw", "--long-form"}) {
+    const std::string name = option.substr(0, option.find(' '));
+    const CliResult r = run_cli("stream " + ckpt + " abc " + option);
+    EXPECT_EQ(r.code, 1) << option << ": " << r.output;
+    EXPECT_EQ(lines(r.output), 1) << option << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, "mona: error: " + name + ": " + ckpt + " takes ")) << option << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, ", not audio")) << option << ": " << r.output;
+    EXPECT_FALSE(contains(r.output, "read 1 'a'")) << "streamed before refusing: " << r.output;
+  }
+  // Without them the same input streams.
+  const CliResult r = run_cli("stream " + ckpt + " abc");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "read 1 'a'")) << r.output;
+}
+
+// --- 8c. train without a dev set says so ---------------------------------------------------
+
+TEST(CliGuards, TrainWithoutADevSetSaysSoInsteadOfASentinelErrorRate) {
+  TempDir d;
+  const std::string cfg = write_setup(d, "max_steps: 3, eval_every: 3");
+  // With the dev set: its best token error rate.
+  CliResult r = run_cli("train " + cfg);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string best = "; best dev token error rate ";
+  const auto at = r.output.find(best);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_GE(std::stod(r.output.substr(at + best.size())), 0.0) << r.output;
+  // Without one (the same configuration less data.dev): no error rate, and no sentinel.
+  std::string text = read_text(cfg);
+  const std::string dev = ", dev: " + (d / "dev.tsv");
+  ASSERT_TRUE(contains(text, dev)) << text;
+  text.erase(text.find(dev), dev.size());
+  { std::ofstream(d / "nodev.yaml") << text; }
+  r = run_cli("train " + (d / "nodev.yaml") + " --overwrite");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "trained 3 steps in ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "; no dev set\nbest checkpoint: ")) << r.output;
+  EXPECT_FALSE(contains(r.output, "e+300")) << r.output;
+  EXPECT_FALSE(contains(r.output, "best dev token error rate")) << r.output;
 }
 
 // --- 9. errors blame the argument at fault ----------------------------------------------------

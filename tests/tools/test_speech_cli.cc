@@ -2,13 +2,15 @@
 // Speech end to end, as a user runs it: a manifest of synthesized utterances (tone "words"
 // written with audio::write_wav), `mona train` on it (the loss falls within seconds),
 // `mona transcribe` (text and JSON with token times), `mona stream --audio -` with raw PCM
-// and WAV on stdin, `mona eval` of a manifest; the global normalisation stored in the
+// and WAV on stdin (the same tokens as from the same samples in a file), `mona eval` of a
+// manifest, `mona decode` refused for an audio model; the global normalisation stored in the
 // checkpoint against a brute-force mean and standard deviation; every mechanism trains on
 // audio through the same configuration.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -61,6 +63,19 @@ void write_manifest(const TempDir& dir, const std::string& name, int n, uint64_t
   }
 }
 
+// What `mona stream --audio` decoded: its output up to the transcript line ("= ..."), i.e.
+// each token with its time, emission and delay, then the transcript; the summary line after
+// it (the source's name, the real-time factor) is left out. "" when there is no transcript.
+std::string decoded(const std::string& output) {
+  std::istringstream in(output);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    out += line + "\n";
+    if (line.rfind("= ", 0) == 0) return out;
+  }
+  return "";
+}
+
 std::string write_config(const TempDir& d, const std::string& mechanism, int steps) {
   std::ofstream cfg(d / (mechanism + ".yaml"));
   cfg << "data: {train: " << (d / "train.tsv") << ", dev: " << (d / "dev.tsv") << "}\n"
@@ -100,11 +115,21 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   ASSERT_EQ(j["tokens"].size(), j["times_ms"].size()) << r.output;
   for (const auto& t : j["times_ms"]) EXPECT_LE(t.get<double>(), 1000.0) << r.output;  // <= 4 words of 250 ms
 
-  // stdin: raw s16le at 8 kHz (resampled by the stream) and a WAV container.
+  // stdin: raw s16le at 8 kHz (resampled by the stream) and a WAV container. Each is
+  // compared with --audio FILE of the very same samples, at the same rate and so in the same
+  // chunks: the tokens, their times and the transcript must be identical. The 8 kHz stream is
+  // not compared with the 16 kHz one: downsampling removes everything above 4 kHz (here the
+  // noise), which changes the upper mel bins, so a model trained for 150 steps at 16 kHz may
+  // legitimately hear the two differently.
   const audio::Waveform w = audio::read_audio(d / "dev.tsv.0.wav", 8000);
+  // dev0-8k.wav holds them as 16-bit PCM; the raw stream is made from what it holds, so both
+  // carry the same 16-bit values (libsndfile and the stream both read them as value / 32768).
+  audio::write_wav(d / "dev0-8k.wav", w.samples, 8000);
+  const audio::Waveform w8 = audio::read_audio(d / "dev0-8k.wav");
+  ASSERT_EQ(w8.sample_rate, 8000);
   {
     std::ofstream raw(d / "dev0.raw", std::ios::binary);
-    for (float x : w.samples) {
+    for (float x : w8.samples) {
       const auto s = static_cast<int16_t>(std::lround(std::max(-1.0f, std::min(x, 0.99997f)) * 32768));
       raw.write(reinterpret_cast<const char*>(&s), 2);
     }
@@ -113,12 +138,28 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("emission delay mean"), std::string::npos) << r.output;
-  const std::string streamed = r.output.substr(r.output.find("= "));
+  const std::string raw_8k = decoded(r.output);
+  ASSERT_FALSE(raw_8k.empty()) << "no transcript line: " << r.output;
+  r = run_cli("stream " + ckpt + " --audio " + (d / "dev0-8k.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(decoded(r.output), raw_8k) << "raw 8 kHz PCM on stdin against the same samples in a WAV file";
   r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
+  const std::string wav_stdin = decoded(r.output);
+  ASSERT_FALSE(wav_stdin.empty()) << "no transcript line: " << r.output;
+  EXPECT_NE(r.output.find("stdin: "), std::string::npos) << r.output;
   r = run_cli("stream " + ckpt + " --audio " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("= "), std::string::npos) << r.output;
+  EXPECT_EQ(decoded(r.output), wav_stdin) << "a WAV on stdin against the same file given as --audio FILE";
+  EXPECT_NE(r.output.find(d / "dev.tsv.0.wav"), std::string::npos) << r.output;
+
+  // decode reads symbols: an audio model is refused, naming the checkpoint and the way to go.
+  r = run_cli("decode " + ckpt + " " + (d / "dev.tsv.0.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: decode: " + ckpt + " is an audio model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mona transcribe"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("skipping"), std::string::npos) << r.output;
 
   r = run_cli("eval " + ckpt + " " + (d / "dev.tsv"));
   ASSERT_EQ(r.code, 0) << r.output;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -118,6 +119,37 @@ TEST(SpokenCommands, SetsHaveTheirLengthsAndSpeakersAndTheRealRecordingsAreListe
   EXPECT_EQ(real.back()[1], "go forward ten meters");
   EXPECT_NEAR(audio::read_audio(d / "real-goforward.wav").seconds(), 89160 / 2 / 16000.0, 1e-9);
   EXPECT_EQ(real[4][1], "eight of spades four of clubs seven of hearts");
+}
+
+// Usage errors: one line in mona's style, exit code 2, before any voice is looked up.
+TEST(SpokenCommands, BadArgumentsAreOneLineUsageErrors) {
+  TempDir d;
+  const struct {
+    std::string args, expected;
+  } cases[] = {
+      {"--train -5", "mona-make-spoken-commands: error: --train: expected an integer >= 0, got -5"},
+      {"--dev 1.5", "--dev: expected an integer >= 0, got 1.5"},
+      {"--test-lengths 3,0", "--test-lengths: expected an integer >= 1, got 0"},
+      {"--train-words 0,3", "--train-words: expected an integer >= 1, got 0"},
+      {"--train-words 5,3", "mona-make-spoken-commands: error: --train-words: expected MIN <= MAX, got 5,3"},
+      {"--long-seconds 0", "--long-seconds: expected a finite number > 0, got 0"},
+      {"--threads 0", "--threads: expected an integer in [1, 256], got 0"},
+      {"--bogus", "mona-make-spoken-commands: error: "},
+  };
+  for (const auto& c : cases) {
+    const auto r = make_corpus(d / "out", c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << ": " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.args << ": " << r.output;
+    EXPECT_EQ(r.output.find("179769313486"), std::string::npos) << c.args << ": " << r.output;  // DBL_MAX's digits
+    EXPECT_FALSE(fs::exists(d / "out")) << c.args;
+  }
+  // --words and --out-dir are required (but for --list-voices).
+  const auto r = run_program(std::string(MONA_MAKE_SPOKEN_COMMANDS) + " --train 3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("mona-make-spoken-commands: error: --words and --out-dir are required"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
 TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
@@ -238,6 +270,31 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
   EXPECT_NE(r.output.find("test-3.voices.tsv: no voice for audio file "), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("eval "), std::string::npos) << "decoded before refusing: " << r.output;
   fs::rename(d / "voices.bak", d / "corpus/test-3.voices.tsv");
+  // So is a word-time file (read for greedy decoding) that lacks one of them: the file and
+  // the audio are named, and nothing is decoded.
+  fs::copy_file(d / "corpus/test-3.words.tsv", d / "words.bak");
+  std::string first_audio;
+  {
+    std::ifstream manifest(d / "corpus/test-3.tsv");
+    std::getline(manifest, first_audio);
+    first_audio = first_audio.substr(0, first_audio.find('\t'));
+    std::ifstream in(d / "words.bak");
+    std::string kept;
+    for (std::string line; std::getline(in, line);) {
+      if (line.substr(0, line.find('\t')) != first_audio) kept += line + "\n";
+    }
+    std::ofstream(d / "corpus/test-3.words.tsv") << kept;
+  }
+  ASSERT_FALSE(first_audio.empty());
+  r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +
+                  " --beam 0");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: " + (d / "corpus/test-3.words.tsv") + ": no word times for audio file "),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(first_audio), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("eval "), std::string::npos) << "decoded before refusing: " << r.output;
+  fs::rename(d / "words.bak", d / "corpus/test-3.words.tsv");
   // A decode setting of the checkpoint overridden for evaluation (003's long-form rule for
   // this p_eos model); a model setting cannot be.
   r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +

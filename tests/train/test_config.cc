@@ -161,11 +161,24 @@ TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
       {"train.smoothing.localized=[1, 1]", "train.smoothing.localized must list 4 weights"},
       {"train.threads=0", "train.threads: expected a number of threads >= 1, got 0"},
       {"decode.prune_margin=-1", "decode: SearchOptions: prune_margin must be finite and > 0, got -1"},
+      // The sections whose structs check themselves: their messages, naming the section.
+      {"model.attention.chunk_size=0", "model.attention: chunk_size w must be >= 1, got 0"},
+      {"model.attention.gmm.num_heads=0", "model.attention: gmm.num_heads must be >= 1, got 0"},
+      {"model.encoder_layers=0", "model: encoder_layers must be >= 1, got 0"},
+      {"model.attention.type=bogus", "model: attention must be one of soft, monotonic"},
+      {"train.spec_augment.num_freq_masks=-1", "train.spec_augment: num_freq_masks: expected >= 0, got -1"},
+      {"train.spec_augment.max_time_mask_fraction=1.5",
+       "train.spec_augment: max_time_mask_fraction: expected [0, 1], got 1.5"},
   };
   for (const auto& [assignment, message] : refused) {
     expect_error([&] { with(assignment).validate(); }, message);
   }
   expect_error([] { with("train.max_steps=abc"); }, "--set train.max_steps=abc: train.max_steps: cannot read \"abc\" as an integer");
+  // An audio model's filterbank is checked too (a symbols model's is never read).
+  const train::Config audio_config = train::config_from_yaml(
+      io::parse_yaml("model: {input_kind: audio, features: {num_mel_bins: 2}}", "cfg.yaml"), "cfg.yaml");
+  expect_error([&] { audio_config.validate(); }, "model.features: num_mel_bins: expected >= 3, got 2");
+  EXPECT_NO_THROW(with("model.features.num_mel_bins=2").validate());
   EXPECT_NO_THROW(with("train.optimizer.decay_factor=1").validate());  // the closed end
 }
 
@@ -185,6 +198,25 @@ TEST(Config, KeysOfEarlierVersionsAreRefusedNamingTheNewKey) {
   expect_error([] { with("model.attention.gmm.radius=2"); },
                  "unknown key \"model.attention.gmm.radius\" (known keys of model.attention.gmm: "
                  "init_step_bias, max_step, max_variance, min_variance, num_heads, window_radius, window_width)");
+  // The known keys listed are today's: a renamed key (gmm_max_step, threshold, ...) is refused
+  // with its own message above, never offered.
+  expect_error([] { with("model.attention.bogus=1"); },
+               "unknown key \"model.attention.bogus\" (known keys of model.attention: attention_dim, chunk_size, "
+               "energy, gmm, init_r, monotonic_energy, noise_std, sample, tau, type)");
+  expect_error([] { with("decode.bogus=1"); },
+               "unknown key \"decode.bogus\" (known keys of decode: beam, eos_only_after_input, "
+               "eos_only_at_last_entry, length_bonus, length_ratio, prune_margin)");
+}
+
+// The model's values are checked when the configuration is loaded, not when the model is
+// built (after the training data has been read, minutes into a run).
+TEST(Config, ModelValuesAreRefusedWhenTheConfigurationIsLoaded) {
+  const std::string recipe = std::string(MONA_RECIPES) + "/g2p-cmudict/configs/mocha_w4.yaml";
+  EXPECT_NO_THROW(train::load_config(recipe));
+  expect_error([&] { train::load_config(recipe, {"model.attention.chunk_size=0"}); },
+               "model.attention: chunk_size w must be >= 1, got 0");
+  expect_error([&] { train::load_config(recipe, {"model.lookahead=2", "model.bidirectional=true"}); },
+               "model: lookahead must be 0 with a bidirectional encoder");
 }
 
 TEST(Config, CheckpointsOfEarlierVersionsAreMigrated) {

@@ -1,5 +1,6 @@
 // Training runs and checkpoints on the letter task (util/letter_task.h): checkpoint round
-// trip, exact resumption, refusal of corrupt checkpoints.
+// trip, exact resumption, refusal of corrupt checkpoints; what a run refuses before it
+// starts (feature models, unreadable dev audio) and what it keeps when a dev evaluation fails.
 #include "mona/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <streambuf>
 
+#include "mona/audio/audio_file.h"
 #include "mona/core/error.h"
 #include "mona/io/files.h"
 #include "util/letter_task.h"
@@ -429,6 +433,123 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedAndNothingIsOverwritten) {
   expect_refused(flipped, "CRC");
   expect_refused(good.substr(0, good.size() / 3), "truncated");
   expect_refused("not a checkpoint at all, just text", "");
+}
+
+TEST(Trainer, FeatureModelsAreRefusedBeforeAnythingIsWritten) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 20, 5);
+  write_letter_task(d / "dev.tsv", 5, 6);
+  train::Config c = tiny_config(d, 10);
+  c.model.input_kind = "features";
+  c.model.feature_dim = 4;
+  std::ostringstream sink;
+  EXPECT_ERROR_CONTAINS(train::Trainer(c).run({}, sink), "model.input_kind: \"features\"", "\"symbols\" or \"audio\"");
+  EXPECT_FALSE(fs::exists(d / "run")) << "the output directory was made for a run that cannot train";
+}
+
+TEST(Trainer, BestTokenErrorRateIsEmptyWithoutADevSet) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 20, 5);
+  write_letter_task(d / "dev.tsv", 5, 6);
+  std::ostringstream sink;
+  train::Config without = tiny_config(d, 4);
+  without.data.dev.clear();
+  without.train.output_dir = d / "without";
+  const train::TrainResult a = train::Trainer(without).run({}, sink);
+  EXPECT_FALSE(a.best_token_error_rate.has_value()) << "a sentinel " << a.best_token_error_rate.value_or(0);
+  EXPECT_TRUE(fs::exists(a.best_checkpoint));
+  const train::TrainResult b = train::Trainer(tiny_config(d, 4)).run({}, sink);
+  ASSERT_TRUE(b.best_token_error_rate.has_value());
+  EXPECT_GE(*b.best_token_error_rate, 0.0);
+  EXPECT_LT(*b.best_token_error_rate, 1000.0);  // an error rate, not a sentinel
+}
+
+// An audio run on 8 kHz tones in `dir`: wav/train1.wav and wav/train2.wav listed in
+// train.tsv, wav/dev1.wav and wav/dev2.wav written for dev.tsv (which the test writes).
+train::Config tone_run_config(const TempDir& dir) {
+  fs::create_directories(dir / "wav");
+  double frequency = 0.1;  // radians per sample, a new tone per file
+  for (const char* name : {"train1", "train2", "dev1", "dev2"}) {
+    std::vector<float> x(2000);  // 0.25 s
+    for (size_t n = 0; n < x.size(); ++n) x[n] = static_cast<float>(0.3 * std::sin(frequency * static_cast<double>(n)));
+    audio::write_wav(dir / ("wav/" + std::string(name) + ".wav"), x, 8000);
+    frequency += 0.1;
+  }
+  write_raw(dir / "train.tsv", "wav/train1.wav\tgo\nwav/train2.wav\tleft\n");
+  train::Config c;
+  c.data.train = dir / "train.tsv";
+  c.data.dev = dir / "dev.tsv";
+  c.model.input_kind = "audio";
+  c.model.features.sample_rate = 8000;  // frames of 200 samples every 80
+  c.model.features.num_mel_bins = 10;
+  c.model.conv_channels = 2;
+  c.model.encoder_layers = 1;
+  c.model.encoder_hidden = 8;
+  c.model.decoder_embedding_dim = 4;
+  c.model.decoder_hidden = 8;
+  c.train.output_dir = dir / "run";
+  c.train.threads = 1;
+  c.train.batch_size = 2;
+  c.train.max_steps = 4;
+  c.train.eval_every = 2;
+  c.train.log_every = 1;
+  c.train.plot_examples = 0;
+  return c;
+}
+
+TEST(Trainer, DevAudioThatCannotBeReadIsRefusedBeforeAnyStep) {
+  TempDir d;
+  const train::Config c = tone_run_config(d);
+  std::ostringstream sink;
+  { std::ofstream empty(d / "wav/empty.wav"); }  // exists (the manifest's check), holds nothing
+  write_raw(d / "dev.tsv", "wav/dev1.wav\tgo\nwav/empty.wav\tleft\n");
+  EXPECT_ERROR_CONTAINS(train::Trainer(c).run({}, sink), "data.dev: " + (d / "dev.tsv") + ":2: ", "empty.wav",
+                        "the file is empty");
+  EXPECT_FALSE(fs::exists(d / "run")) << "refused only after the run had started";
+  audio::write_wav(d / "wav/short.wav", std::vector<float>(100, 0.1f), 8000);
+  write_raw(d / "dev.tsv", "\nwav/dev1.wav\tgo\nwav/short.wav\tleft\n");
+  EXPECT_ERROR_CONTAINS(train::Trainer(c).run({}, sink), "data.dev: " + (d / "dev.tsv") + ":3: ", "short.wav",
+                        "100 samples, shorter than one frame (200 samples)");
+  EXPECT_FALSE(fs::exists(d / "run"));
+  // The same audio is trained on and evaluated when it is fine.
+  write_raw(d / "dev.tsv", "wav/dev1.wav\tgo\nwav/dev2.wav\tleft\n");
+  EXPECT_EQ(train::Trainer(c).run({}, sink).steps, 4);
+}
+
+// A stream buffer that calls `action` once the text written to it first contains `marker`.
+class CallOnMarker : public std::streambuf {
+ public:
+  CallOnMarker(std::string marker, std::function<void()> action) : marker_(std::move(marker)), action_(std::move(action)) {}
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    text_ += traits_type::to_char_type(c);
+    if (!called_ && text_.find(marker_) != std::string::npos) {
+      called_ = true;
+      action_();
+    }
+    return c;
+  }
+
+ private:
+  std::string marker_, text_;
+  std::function<void()> action_;
+  bool called_ = false;
+};
+
+// A dev evaluation that fails (here: its second file emptied once it has started, as a disk
+// or a network share can fail) loses no training: last.ckpt holds the step it began at.
+TEST(Trainer, LastCheckpointIsSavedBeforeTheDevEvaluation) {
+  TempDir d;
+  const train::Config c = tone_run_config(d);
+  write_raw(d / "dev.tsv", "wav/dev1.wav\tgo\nwav/dev2.wav\tleft\n");
+  // The evaluation's progress line ("dev eval (step 2) ...") follows its first input.
+  CallOnMarker buffer("dev eval", [&] { write_raw(d / "wav/dev2.wav", ""); });
+  std::ostream progress(&buffer);
+  EXPECT_ERROR_CONTAINS(train::Trainer(c).run({}, progress), "dev2.wav", "the file is empty");
+  ASSERT_TRUE(fs::exists(d / "run/last.ckpt")) << "the steps before the failed evaluation were lost";
+  EXPECT_EQ(train::TrainedModel::load(d / "run/last.ckpt").step, 2);
 }
 
 }  // namespace

@@ -25,7 +25,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -35,6 +34,7 @@
 
 #include "mona/core/error.h"
 #include "mona/core/rng.h"
+#include "mona/io/files.h"
 #include "mona/io/plot.h"
 #include "mona/nn/cb_estimators.h"
 #include "mona/nn/conditional_bernoulli.h"
@@ -424,7 +424,10 @@ int main(int argc, char** argv) {
     torch::set_num_threads(1);
     std::filesystem::create_directories(cfg.out);
 
-    std::ofstream runs(cfg.out + "/runs.csv"), curves(cfg.out + "/curves.csv");
+    // runs.csv, curves.csv and table.md are built in memory and written together at the
+    // end (mona::io::write_files_atomic: temporary files renamed into place), so that a run
+    // interrupted after minutes leaves the results of the last finished run as they were.
+    std::ostringstream runs, curves;
     runs << "estimator,seed,mse_bernoulli,mse_categorical,heldout_logQ,population_logP,"
             "sample_reward,var_logits,var_log_emit,exact_grad_sq,err_sq_vs_exact,seconds\n";
     curves << "estimator,seed,update,mse_bernoulli,mse_categorical,heldout_logQ\n";
@@ -464,7 +467,7 @@ int main(int argc, char** argv) {
     }
 
     // Markdown table: mean ± sd over seeds.
-    std::ofstream md(cfg.out + "/table.md");
+    std::ostringstream md;
     md << "| estimator | 004 | unbiased for grad J | MSE Bernoulli p | MSE categorical p | "
           "held-out log Q(c) | sample reward | var(grad logits) | var / ‖grad J‖² | "
           "E‖g - grad J‖² | s/run |\n";
@@ -497,12 +500,15 @@ int main(int argc, char** argv) {
     }
     md << "\nPopulation held-out log P(c): " << pm(pop) << " (" << cfg.eval_n
        << " held-out sequences per seed).\n";
-    md.close();
+    // Errors name the file ("write DIR/runs.csv: ..."); then none of the three was replaced
+    // unless the message says so.
+    mona::io::write_files_atomic({{cfg.out + "/runs.csv", runs.str()},
+                                  {cfg.out + "/curves.csv", curves.str()},
+                                  {cfg.out + "/table.md", md.str()}});
     std::vector<std::string> names;
     for (const auto& sp : specs) names.push_back(sp.name);
     plot(cfg.out + "/plot.png", names, mean_curves, cfg);
-    std::ifstream in(cfg.out + "/table.md");
-    std::cout << in.rdbuf();
+    std::cout << md.str();
   } catch (const c10::Error& e) {  // without LibTorch's stack trace
     const std::string what = e.what_without_backtrace();
     std::cerr << "mona-cb-toy: error: " << what.substr(0, what.find('\n')) << "\n";

@@ -22,7 +22,8 @@
 // from the test speakers. Each utterance is a function of (--seed, set, index) and the
 // options, so any --threads gives the same files.
 // Prints the voices per split and, per set, utterances, words, hours and the time taken.
-// Exit status: 0 on success, 1 on a data or file error, 2 on a usage error.
+// Exit status: 0 on success, 1 on a data or file error, 2 on a usage error. Every error is
+// one line on stderr: "mona-make-spoken-commands: error: ...".
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -40,6 +41,7 @@
 #include "mona/audio/synthesis.h"
 #include "mona/core/error.h"
 #include "mona/io/files.h"
+#include "../cli_validators.h"
 
 namespace {
 
@@ -226,25 +228,48 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--out-dir", a.out_dir, "where the manifests and WAVs go (created if missing)");
   app.add_option("--seed", a.seed, "the seed every utterance is drawn from");
-  app.add_option("--train", a.train, "training utterances")->check(CLI::NonNegativeNumber);
+  // Numbers: the validators of mona's programs (tools/cli_validators.h), whose errors read
+  // "--train: expected an integer >= 0, got -5".
+  using mona::tools::integer_in;
+  using mona::tools::number_above;
+  app.add_option("--train", a.train, "training utterances")->check(integer_in(0));
   app.add_option("--dev", a.dev, "dev utterances (held-out dev speakers, the training lengths)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--test", a.test, "utterances per test length (held-out test speakers)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0));
+  app.add_option("--test", a.test, "utterances per test length (held-out test speakers)")->check(integer_in(0));
   app.add_option("--test-lengths", a.test_lengths, "the words per utterance of the test sets")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
-  app.add_option("--long", a.long_count, "test-long utterances")->check(CLI::NonNegativeNumber);
+      ->check(integer_in(1));
+  app.add_option("--long", a.long_count, "test-long utterances")->check(integer_in(0));
   app.add_option("--long-seconds", a.long_seconds, "the least duration of a test-long utterance")
-      ->check(CLI::PositiveNumber);
+      ->check(number_above(0, false));
   app.add_option("--train-words", a.train_words, "MIN,MAX words per train and dev utterance")
       ->delimiter(',')
       ->expected(2)
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", a.threads, "utterances made at once")->check(CLI::Range(1, 256));
+      ->check(integer_in(1));
+  app.add_option("--threads", a.threads, "utterances made at once")->check(integer_in(1, 256));
   app.add_flag("--no-noise", a.no_noise, "add no noise");
   app.add_flag("--list-voices", a.list_voices, "print every voice (id, speaker, split) and exit");
-  CLI11_PARSE(app, argc, argv);
+  // A usage error: one line in mona's style and exit code 2 (as mona-cb-toy).
+  auto usage_error = [](const std::string& what) {
+    std::cerr << "mona-make-spoken-commands: error: " << what.substr(0, what.find('\n'))
+              << " (see mona-make-spoken-commands --help)\n";
+    return 2;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+  // Before the voices are listed (which prints notices), so that the error is all there is.
+  if (!a.list_voices && (a.words_file.empty() || a.out_dir.empty())) {
+    return usage_error("--words and --out-dir are required");
+  }
+  if (a.train_words[0] > a.train_words[1]) {
+    return usage_error("--train-words: expected MIN <= MAX, got " + std::to_string(a.train_words[0]) + "," +
+                       std::to_string(a.train_words[1]));
+  }
 
   try {
     std::vector<std::string> missing;
@@ -256,15 +281,6 @@ int main(int argc, char** argv) {
     if (a.list_voices) {
       std::fputs(table.c_str(), stdout);
       return 0;
-    }
-    if (a.words_file.empty() || a.out_dir.empty()) {
-      std::cerr << "mona-make-spoken-commands: --words and --out-dir are required\n" << app.help();
-      return 2;
-    }
-    if (a.train_words[0] > a.train_words[1]) {
-      std::cerr << "mona-make-spoken-commands: --train-words: expected MIN <= MAX, got " << a.train_words[0] << ","
-                << a.train_words[1] << "\n";
-      return 2;
     }
     const auto words = read_words(a.words_file);
     fs::create_directories(a.out_dir);
@@ -290,7 +306,8 @@ int main(int argc, char** argv) {
       if (s.count > 0) make_set(a, s, by_split[s.split], words, o);
     write_real(a, words);
   } catch (const std::exception& e) {
-    std::cerr << "mona-make-spoken-commands: " << e.what() << "\n";
+    const std::string what = e.what();
+    std::cerr << "mona-make-spoken-commands: error: " << what.substr(0, what.find('\n')) << "\n";
     return 1;
   }
   return 0;

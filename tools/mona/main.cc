@@ -82,6 +82,13 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// "'a', 'b'": symbols as notices and errors name them.
+std::string quoted_list(const std::vector<std::string>& symbols) {
+  std::vector<std::string> quoted;
+  for (const auto& u : symbols) quoted.push_back("'" + u + "'");
+  return join(quoted, ", ");
+}
+
 // Encodes a line; on unknown symbols prints one notice naming them and the line, returns
 // false (the caller goes on with the next line).
 bool encode_line(const TrainedModel& t, const std::string& line, const std::string& split,
@@ -89,10 +96,8 @@ bool encode_line(const TrainedModel& t, const std::string& line, const std::stri
   tokens = split_input(line, split);
   const auto unknown = t.input_vocab.unknown_symbols(tokens);
   if (!unknown.empty()) {
-    std::vector<std::string> quoted;
-    for (const auto& u : unknown) quoted.push_back("'" + u + "'");
     std::cerr << "mona: skipping \"" << line << "\": symbols outside the model's input vocabulary: "
-              << join(quoted, ", ") << "\n";
+              << quoted_list(unknown) << "\n";
     return false;
   }
   ids = t.input_vocab.encode(tokens);
@@ -185,7 +190,7 @@ const char* signal_name(int sig) {
 }
 
 // ---------------------------------------------------------------------------------------
-// mona [--threads N] SUBCOMMAND: the options before the subcommand
+// mona [--threads N] SUBCOMMAND: the program's own options (before or after the subcommand)
 
 struct GlobalArgs {
   int64_t threads = 0;
@@ -247,9 +252,15 @@ int run_train(const TrainArgs& a, int64_t threads) {
               << "; continue it with the same command and --resume\n";
     return 128 + r.stopped;
   }
+  std::ostringstream best;  // best_token_error_rate is empty when there was no dev set
+  if (r.best_token_error_rate) {
+    best << "best dev token error rate " << *r.best_token_error_rate;
+  } else {
+    best << "no dev set";
+  }
   std::cout << "trained " << r.steps << " steps in " << r.minutes << " min"
-            << (r.early_stopped ? " (early stop)" : "") << "; best dev token error rate "
-            << r.best_token_error_rate << "\nbest checkpoint: " << r.best_checkpoint
+            << (r.early_stopped ? " (early stop)" : "") << "; " << best.str()
+            << "\nbest checkpoint: " << r.best_checkpoint
             << "\nlast checkpoint: " << r.last_checkpoint << "\n";
   return 0;
 }
@@ -295,10 +306,13 @@ int run_eval(const EvalArgs& a, int64_t threads) {
   const std::string times_path = t.takes_audio() && greedy_online ? mona::data::word_times_path(a.data_path) : "";
   const mona::data::WordTimes word_times = times_path.empty() ? mona::data::WordTimes{} : mona::data::read_word_times(times_path);
   // Voices (mona/data/manifest.h) beside an audio manifest: the error rates per voice group.
-  // Read and checked against the manifest before decoding, so that a bad file costs nothing.
   const std::string voices_path = t.takes_audio() ? mona::data::voices_path(a.data_path) : "";
   const mona::data::VoiceGroups groups = voices_path.empty() ? mona::data::VoiceGroups{} : mona::data::read_voice_groups(voices_path);
+  // Both side files are checked against the manifest before decoding, so that a bad file
+  // costs nothing: every utterance needs its word times and its voice.
   for (const auto& set : sets) {
+    mona::detail::check_data(times_path.empty() || word_times.count(set.input.at(0)) == 1, times_path,
+                             ": no word times for audio file ", set.input.at(0));
     mona::detail::check_data(voices_path.empty() || groups.count(set.input.at(0)) == 1, voices_path,
                              ": no voice for audio file ", set.input.at(0));
   }
@@ -369,7 +383,8 @@ struct DecodeArgs {
 };
 
 CLI::App* add_decode(CLI::App& app, DecodeArgs& a) {
-  auto* cmd = app.add_subcommand("decode", "decode inputs given as arguments or lines on stdin");
+  auto* cmd = app.add_subcommand("decode", "symbol models: decode inputs given as arguments or lines on stdin "
+                                          "(audio models: mona transcribe)");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("INPUT", a.inputs, "inputs (none or '-': read lines from stdin)");
   cmd->add_option("--beam", a.beam, "beam width (0: greedy)")->check(kNonNegative);
@@ -381,6 +396,8 @@ CLI::App* add_decode(CLI::App& app, DecodeArgs& a) {
 // Prints "INPUT<TAB>OUTPUT TOKENS" per input.
 int run_decode(const DecodeArgs& a) {
   const TrainedModel t = TrainedModel::load(a.checkpoint);
+  mona::detail::check(!t.takes_audio(), "decode: ", a.checkpoint,
+                      " is an audio model: transcribe audio files with mona transcribe (or mona stream --audio)");
   const auto search = search_options(t, a.beam);
   mona::stream::Recognizer rec(t.model, search);
   for_each_input(a.inputs, [&](const std::string& line) {
@@ -407,6 +424,7 @@ struct StreamArgs {
   double chunk_ms = 10;
   std::string format = "auto";   // stdin: auto (WAV if it starts with RIFF, else raw) | wav | raw
   bool long_form = false;        // decode.eos_only_after_input, or eos_only_at_last_entry (p_eos models)
+  std::vector<const CLI::Option*> audio_only;  // the options above but --audio: refused for symbol models
 };
 
 CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
@@ -417,15 +435,19 @@ CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
   cmd->add_option("--audio", a.audio,
                   "audio models: an audio file (WAV, FLAC, OGG), or '-' for PCM on stdin (WAV, or raw s16le "
                   "at --rate and --channels)");
-  cmd->add_option("--rate", a.rate, "raw PCM on stdin: sample rate in Hz")->check(mona::tools::integer_in(1));
-  cmd->add_option("--channels", a.channels, "raw PCM on stdin: interleaved channels")->check(mona::tools::integer_in(1));
-  cmd->add_option("--chunk-ms", a.chunk_ms, "audio: milliseconds of audio per accept_waveform call")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")->check(CLI::IsMember({"auto", "wav", "raw"}));
-  cmd->add_flag("--long-form", a.long_form,
-                "no </s> before the input ends (decode.eos_only_after_input; for a model trained with 003's EOS "
-                "frame, model.p_eos > 0, only once the attention reaches the last entry: decode.eos_only_at_last_entry): "
-                "transcribe a stream of any length");
+  a.audio_only.push_back(
+      cmd->add_option("--rate", a.rate, "raw PCM on stdin: sample rate in Hz")->check(mona::tools::integer_in(1)));
+  a.audio_only.push_back(cmd->add_option("--channels", a.channels, "raw PCM on stdin: interleaved channels")
+                             ->check(mona::tools::integer_in(1)));
+  a.audio_only.push_back(cmd->add_option("--chunk-ms", a.chunk_ms, "audio: milliseconds of audio per accept_waveform call")
+                             ->check(CLI::PositiveNumber));
+  a.audio_only.push_back(cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")
+                             ->check(CLI::IsMember({"auto", "wav", "raw"})));
+  a.audio_only.push_back(cmd->add_flag(
+      "--long-form", a.long_form,
+      "no </s> before the input ends (decode.eos_only_after_input; for a model trained with 003's EOS "
+      "frame, model.p_eos > 0, only once the attention reaches the last entry: decode.eos_only_at_last_entry): "
+      "transcribe a stream of any length"));
   return cmd;
 }
 
@@ -588,6 +610,10 @@ int run_stream(const StreamArgs& a) {
   }
   mona::detail::check(a.audio.empty(), "--audio: ", a.checkpoint, " takes ", t.config.model.input_kind,
                       ", not audio");
+  for (const CLI::Option* o : a.audio_only) {  // options that would be silently ignored
+    mona::detail::check(o->count() == 0, o->get_name(), ": ", a.checkpoint, " takes ", t.config.model.input_kind,
+                        ", not audio (", o->get_name(), " is an option of audio streams)");
+  }
   mona::stream::Recognizer rec(t.model, search_options(t, 0));
   for_each_input(a.inputs, [&](const std::string& line) {
     std::vector<std::string> tokens;
@@ -679,21 +705,23 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& a) {
 int run_plot(const PlotArgs& a) {
   const TrainedModel t = TrainedModel::load(a.checkpoint);
   std::vector<std::string> tokens;
-  std::vector<int64_t> ids;
   const std::string line = trim(a.input);
   mona::detail::check(!line.empty(), "plot: INPUT is empty");
   if (t.takes_audio()) {  // INPUT is an audio file
     tokens = {line};
-  } else if (!encode_line(t, line, a.split, tokens, ids)) {
-    return 1;
+  } else {
+    tokens = split_input(line, a.split);
+    const auto unknown_input = t.input_vocab.unknown_symbols(tokens);
+    if (!unknown_input.empty()) {
+      mona::detail::fail("INPUT \"", line, "\": ", unknown_input.size() == 1 ? "a symbol" : "symbols",
+                         " outside the model's input vocabulary: ", quoted_list(unknown_input));
+    }
   }
   std::vector<std::string> ref = mona::data::tokenize(a.reference);
   const auto unknown = t.output_vocab.unknown_symbols(ref);
   if (!unknown.empty()) {
-    std::vector<std::string> quoted;
-    for (const auto& u : unknown) quoted.push_back("'" + u + "'");
     mona::detail::fail("--reference \"", a.reference, "\": ", unknown.size() == 1 ? "a token" : "tokens",
-                       " outside the model's output vocabulary: ", join(quoted, ", "));
+                       " outside the model's output vocabulary: ", quoted_list(unknown));
   }
   if (ref.empty()) {
     mona::stream::Recognizer rec(t.model, search_options(t, 0));
@@ -745,6 +773,9 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"mona: monotonic attention sequence-to-sequence models: train, evaluate, decode, stream"};
   app.require_subcommand(1);
+  // Subcommands made after this pass the options they do not know to `app`, so --threads
+  // may also follow the subcommand (`mona eval --threads 2 CKPT FILE`).
+  app.fallthrough();
   GlobalArgs global;
   TrainArgs train;
   EvalArgs eval;

@@ -101,6 +101,16 @@ struct FbankOptions {
   int64_t num_bins() const { return num_mel_bins + (use_energy ? 1 : 0); }
   /// Kaldi's frame count for a whole signal of `num_samples` samples (file comment).
   int64_t num_frames(int64_t num_samples) const;
+  /// The first sample of frame `frame` (0-based), start(t) of the file comment (step 1):
+  /// frame * S when snip_edges, else frame * S + S/2 - L/2 (integer division; negative for
+  /// the first frames, whose window reaches before the signal and is reflected into it).
+  int64_t frame_start(int64_t frame) const;
+  /// Where frame `frame` (0-based) ends, in milliseconds from the start of the signal: one
+  /// past its last sample, frame_start(frame) + L samples, times 1000 / sample_rate. With
+  /// snip_edges false the last frames end past the signal (their windows are reflected), by
+  /// at most L - L/2 samples. The one formula for frame times (stream::StreamResult::times_ms,
+  /// train::EvalResult's word delays and audio seconds).
+  double frame_end_ms(int64_t frame) const;
   /// ArgumentError naming the field and its value when an option is out of range.
   void validate() const;
   /// Printable form, "FbankOptions(name=value, ...)", one name=value per field.

@@ -8,9 +8,11 @@
 // contain spaces) and is taken relative to the manifest's own directory unless it is
 // absolute; the transcript is split on whitespace as in a TSV dataset (mona/data/dataset.h).
 // Blank lines are skipped and a trailing '\r' is dropped. A line without exactly one TAB,
-// with an empty path or transcript, or naming an audio file that does not exist is refused
-// with mona::DataError naming manifest:line and the problem:
+// with an empty path or transcript, with a reserved symbol (<pad>, <s>, </s>, <unk>) in the
+// transcript, or naming an audio file that does not exist is refused with mona::DataError
+// naming manifest:line and the problem:
 //   "train.tsv:12: audio file wav/0012.wav (/data/wav/0012.wav) does not exist"
+// The audio files are not opened here (train::Trainer decodes them at its start).
 //
 // The utterances come back as data::Example with the resolved audio path as the one input
 // token, so that the reference grouping and scoring of text data apply unchanged (an audio
@@ -38,6 +40,7 @@
 // file:line.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -47,12 +50,14 @@
 namespace mona::data {
 
 /// Reads a manifest (format above): input = {resolved audio path}, output = transcript.
-std::vector<Example> read_manifest(const std::string& path);
+/// `lines`, when given, receives each utterance's 1-based line number in the manifest.
+/// Throws mona::DataError naming the file (unreadable) or manifest:line.
+std::vector<Example> read_manifest(const std::string& path, std::vector<int64_t>* lines = nullptr);
 
 /// Parses manifest text; paths are resolved against `base_dir`, and `source_name` stands
-/// for the file in error messages.
+/// for the file in error messages; `lines` as read_manifest.
 std::vector<Example> parse_manifest(const std::string& text, const std::string& base_dir,
-                                    const std::string& source_name);
+                                    const std::string& source_name, std::vector<int64_t>* lines = nullptr);
 
 /// A word of an utterance and where it is spoken, in seconds from the start of the audio.
 struct WordTime {

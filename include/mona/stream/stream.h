@@ -23,7 +23,8 @@
 // (t_i; the last entry of the chunk for MoChA / MAtChA) and the input position it
 // corresponds to (the same for symbol inputs; the last input frame of that entry's
 // receptive field for the feature front end, which subsamples by nn::Encoder::subsampling(),
-// capped at the last frame).
+// capped at the last frame received: nn::Encoder::last_input_of capped at
+// Stream::inputs_received() - 1).
 // Symbol models that append </s> (ModelOptions::append_eos) report position n, one past
 // the last of n inputs, for tokens emitted while attending to that end marker. Soft
 // attention emits only after the input is finished. A model trained with 003's EOS frame
@@ -35,7 +36,9 @@
 // log-mel frames as they complete (audio::OnlineFbank; the model normalises them) and
 // feeds them to the encoder, so the result is that of accept() with the frames of the
 // whole waveform. Each token's time (StreamResult::times_ms) is the end, in milliseconds
-// of audio, of the last frame its memory entry has read (capped at the audio received).
+// of audio, of the last frame its memory entry has read (its input position;
+// audio::FbankOptions::frame_end_ms), capped at the audio received
+// (Stream::samples_received(): the frames of snip_edges false reach past the end).
 //
 // Bounded memory: after each decode() the runtime releases the memory entries that no
 // live hypothesis can read again (nn::OnlineSearch::first_needed over
@@ -69,8 +72,12 @@ namespace mona::stream {
 struct StreamResult {
   std::vector<int64_t> tokens;           ///< output token ids (no <s>, </s>)
   std::vector<int64_t> memory_positions; ///< chosen memory entry per token
-  std::vector<int64_t> input_positions;  ///< corresponding input index per token
+  /// corresponding input index per token (see the header comment: symbols n stands for the
+  /// appended </s>; frames are capped at the last frame received; -1 for none)
+  std::vector<int64_t> input_positions;
   /// audio models: per token, the end of the last frame its entry has read, in ms of audio
+  /// (audio::FbankOptions::frame_end_ms of its input position, capped at the audio
+  /// received; 0 for a token with no input position)
   std::vector<double> times_ms;
   double score = 0.0;                    ///< log-probability of the hypothesis
   bool final = false;                    ///< decoding has ended (</s> or length guard)

@@ -70,7 +70,8 @@ struct RunConfig {
   /// Length penalty of 003 eq. 13 for the GMM family (ignored by other mechanisms);
   /// lambda = 0 switches it off.
   double length_penalty = 0.0;
-  int64_t length_penalty_until = 200000;  ///< training step from which it is off
+  /// Training step from which it is off (nn::LengthPenaltyOptions::until_step's default, 003).
+  int64_t length_penalty_until = nn::LengthPenaltyOptions{}.until_step;
   /// Audio and feature models: estimate the global mean and variance of the training
   /// frames (audio::GlobalCmvn) and store them in the model, which normalises every frame
   /// with them (nn::Encoder::normalize), in training and in decoding.
@@ -107,9 +108,22 @@ struct Config {
     return s;
   }
 
-  /// Throws mona::Error naming the key for invalid values.
+  /// Throws mona::ArgumentError for an invalid value, naming it: the run settings' by key
+  /// ("train.batch_size must be >= 1, got 0"); the sections whose structs check themselves
+  /// by the section and the struct's message, which names the field and the value:
+  /// model (nn::ModelOptions::validate), model.features (audio models,
+  /// audio::FbankOptions::validate), model.attention (nn::AttentionOptions::validate, e.g.
+  /// "model.attention: chunk_size w must be >= 1, got 0"), train.spec_augment
+  /// (audio::SpecAugmentOptions::validate) and decode (nn::SearchOptions::validate). The
+  /// vocabulary sizes, which only the training data gives, are checked when the model is
+  /// built, not here.
   void validate() const;
 };
+
+/// The model options a run builds its model with: `model` with the vocabulary sizes of its
+/// data (input_vocab, output_vocab) and, for audio models, feature_dim =
+/// features.num_bins(). Checks nothing (Config::validate checks these options).
+nn::ModelOptions with_data_sizes(const nn::ModelOptions& model, int64_t input_vocab, int64_t output_vocab);
 
 /// Reads a configuration; missing keys keep their defaults, unknown keys are errors.
 /// `source` names the file in messages; `overrides` are the assignments ("a.b=value",

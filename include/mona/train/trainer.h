@@ -15,7 +15,8 @@
 // decay, L2 weight decay, label smoothing; every eval_every steps the dev set is decoded
 // greedily with the online (hard) attention, the token and sequence error rates and the
 // streaming latency (average proportion, average lagging, early token share; metrics.h;
-// null when no token was emitted) logged, `last.ckpt` and (when dev token error improves)
+// null when no token was emitted) logged, `last.ckpt` (written before the evaluation too, so
+// that an evaluation that fails loses no training) and (when dev token error improves)
 // `best.ckpt` written, and training stops early after
 // `patience` evaluations without improvement. With train.threads = n each batch is cut into
 // at most n shards of about equal cost (shard_batch) trained at once, one thread each, their
@@ -39,11 +40,12 @@
 // (80 bins at a 10 ms shift: 115 MB per hour of audio), and the global mean and variance of
 // the frames estimated and stored in the model (train.normalize_features); SpecAugment
 // (train.spec_augment) masks each batch. Feature-frame models (input_kind "features") are
-// built and streamed through mona/nn and mona/stream directly.
+// built and streamed through mona/nn and mona/stream directly; Trainer::run refuses them.
 #pragma once
 
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -85,8 +87,11 @@ struct TrainedModel {
 };
 
 /// The examples of a data file of `config`: a TSV dataset (mona/data/dataset.h), or for an
-/// audio model a manifest (mona/data/manifest.h).
-std::vector<data::Example> read_examples(const Config& config, const std::string& path);
+/// audio model a manifest (mona/data/manifest.h). `lines`, when given, receives each
+/// example's 1-based line number in the file. Throws mona::DataError naming the file or
+/// file:line (the audio files of a manifest are not opened).
+std::vector<data::Example> read_examples(const Config& config, const std::string& path,
+                                         std::vector<int64_t>* lines = nullptr);
 
 /// Result of decoding a reference set.
 struct EvalResult {
@@ -101,8 +106,9 @@ struct EvalResult {
   io::LatencyCounts latency;
   /// Emission delays after each word's end (io::EmissionDelays), for greedy online decoding
   /// of an audio model when evaluate() is given word times: output token i counts as emitted
-  /// when the audio of the last feature frame read was complete, (g(i) - 1) * frame shift +
-  /// frame length ms after the start. Empty otherwise.
+  /// when the audio of the last feature frame read was complete, at the end of frame
+  /// g(i) - 1 (audio::FbankOptions::frame_end_ms, ms after the start; as the stream's
+  /// times_ms, but not capped at the end of the audio). Empty otherwise.
   io::EmissionDelays word_delays;
   /// One decoded input: its index into evaluate()'s `sets` and its counts.
   struct Scored {
@@ -121,8 +127,10 @@ struct EvalResult {
   /// its features) and decoding it, on whichever thread decoded it. What one stream costs,
   /// whatever the number of threads (with one thread, `seconds` less the set-up).
   double decode_seconds = 0;
-  /// Audio models: the audio the decoded inputs' feature frames cover, (frames - 1) * frame
-  /// shift + frame length each (the waveform to within one frame shift); 0 otherwise.
+  /// Audio models: seconds of audio up to the end of each decoded input's last feature
+  /// frame (audio::FbankOptions::frame_end_ms(frames - 1)), summed: each waveform's length
+  /// to within one frame shift short of it with snip_edges, at most half a window past it
+  /// without; 0 otherwise.
   double audio_seconds = 0;
   double inputs_per_second() const { return seconds > 0 ? inputs / seconds : 0; }
   /// decode_seconds / audio_seconds (audio models; 0 otherwise), a stream's own real-time
@@ -192,7 +200,10 @@ std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<
 struct TrainResult {
   int64_t steps = 0;
   double minutes = 0;
-  double best_token_error_rate = 0;
+  /// The best dev token error rate of the run (a resumed run's included): empty when no dev
+  /// evaluation took place (no data.dev, or a stop before the first one). Without data.dev,
+  /// best_checkpoint holds the model of the last evaluation step (at the end: the final one).
+  std::optional<double> best_token_error_rate;
   std::string best_checkpoint, last_checkpoint;
   bool early_stopped = false;
   /// Non-zero when RunOptions::stop ended the run early: the value it held (mona: the
@@ -233,11 +244,15 @@ struct RunOptions {
 /// A training run (see the header comment).
 class Trainer {
  public:
+  /// Throws mona::ArgumentError naming the key for an invalid configuration (Config::validate).
   explicit Trainer(Config config);
   /// Trains (see RunOptions). Progress and notices (e.g. a thread count clamped to the
   /// machine's) go to `progress_out`. Throws mona::Error, with nothing on disk changed, when
-  /// the output directory holds a run and neither resume nor overwrite is set, or when the
-  /// checkpoint to resume does not match the configuration.
+  /// model.input_kind is "features" (mona::ArgumentError naming it: the trainer reads symbols
+  /// or audio), when the output directory holds a run and neither resume nor overwrite is
+  /// set, when a training or dev file cannot be read (an audio file of either manifest
+  /// included: mona::DataError naming data.train or data.dev, manifest:line and the file),
+  /// or when the checkpoint to resume does not match the configuration.
   TrainResult run(const RunOptions& options, std::ostream& progress_out);
 
  private:
@@ -246,9 +261,13 @@ class Trainer {
 
 /// Writes a checkpoint of `t` (and, for resumption, the optimizer and run state).
 struct RunState {
+  /// best_ter before any dev evaluation (a finite stand-in for infinity: checkpoints store it).
+  static constexpr double kNoDevScore = 1e300;
   int64_t epoch = 0, position = 0;  ///< next batch: epoch and batch index within it
-  double best_ter = 1e300;
-  int64_t bad_evals = 0;
+  double best_ter = kNoDevScore;    ///< best dev token error rate so far
+  int64_t bad_evals = 0;            ///< dev evaluations since the last improvement
+  /// Whether a dev evaluation has set best_ter.
+  bool has_dev_score() const { return best_ter < kNoDevScore; }
 };
 class CheckpointIO {
  public:
