@@ -17,9 +17,15 @@ Recognizer::Recognizer(std::shared_ptr<nn::Seq2Seq> model, nn::SearchOptions sea
 
 std::unique_ptr<Stream> Recognizer::create_stream() const {
   std::unique_ptr<Stream> s(new Stream(search_));
+  s->model_ = model_.get();
   s->search_.reset(*model_->decoder);
   if (audio_) s->fbank_ = std::make_unique<audio::OnlineFbank>(model_->options().features);
   return s;
+}
+
+void Recognizer::check_stream(const Stream& s, const char* fn) const {
+  MONA_CHECK(s.model_ == model_.get(), fn, ": stream: created by a Recognizer of another model; a stream is "
+             "advanced by a Recognizer of the model that created it (create_stream)");
 }
 
 void Recognizer::feed_frames(Stream& s, audio::Features frames) const {
@@ -30,6 +36,7 @@ void Recognizer::feed_frames(Stream& s, audio::Features frames) const {
 
 void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int sample_rate) const {
   const char* fn = "Recognizer::accept_waveform";
+  check_stream(s, fn);
   MONA_CHECK(audio_, fn, ": the model takes ", model_->options().input_kind, ", not audio");
   MONA_CHECK(!s.finished_, fn, ": input_finished() was already called for this stream");
   MONA_CHECK(sample_rate > 0, fn, ": sample_rate: expected > 0 Hz, got ", sample_rate);
@@ -58,6 +65,7 @@ void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int 
 // LSTM layers to decode() (one stream) or decode_streams() (several, batched); a
 // bidirectional encoder, which cannot stream, runs whole at the end.
 void Recognizer::accept(Stream& s, const at::Tensor& inputs) const {
+  check_stream(s, "Recognizer::accept");
   MONA_CHECK(!s.finished_, "Recognizer::accept: input_finished() was already called for this stream");
   torch::NoGradGuard no_grad;
   take_rows(s, inputs, false);
@@ -113,6 +121,7 @@ void Recognizer::finish_memory(Stream& s) const {
 }
 
 void Recognizer::input_finished(Stream& s) const {
+  check_stream(s, "Recognizer::input_finished");
   if (s.finished_) return;
   if (s.fbank_) {  // the resampler's tail, then the frames that waited for the end
     if (s.resampler_) {
@@ -130,11 +139,13 @@ void Recognizer::input_finished(Stream& s) const {
 }
 
 bool Recognizer::is_ready(const Stream& s) const {
+  check_stream(s, "Recognizer::is_ready");
   return !s.pending_rows_.empty() || (s.finished_ && !s.memory_.finished()) ||
          (!s.search_.done() && !s.search_.blocked_on(s.memory_));
 }
 
 void Recognizer::decode(Stream& s) const {
+  check_stream(s, "Recognizer::decode");
   encode_pending({&s});
   s.search_.advance(*model_->decoder, s.memory_);
   s.memory_.release_before(s.search_.first_needed(*model_->decoder->attention, s.memory_));
@@ -143,6 +154,7 @@ void Recognizer::decode(Stream& s) const {
 void Recognizer::decode_streams(const std::vector<Stream*>& streams) const {
   for (size_t k = 0; k < streams.size(); ++k) {
     MONA_CHECK(streams[k] != nullptr, "Recognizer::decode_streams: streams[", k, "] is null");
+    check_stream(*streams[k], "Recognizer::decode_streams");
     for (size_t j = 0; j < k; ++j) {
       MONA_CHECK(streams[j] != streams[k], "Recognizer::decode_streams: streams[", j, "] and streams[", k,
                  "] are the same stream");
@@ -155,6 +167,7 @@ void Recognizer::decode_streams(const std::vector<Stream*>& streams) const {
 }
 
 StreamResult Recognizer::result(const Stream& s) const {
+  check_stream(s, "Recognizer::result");
   const nn::Hypothesis& h = s.search_.best();
   StreamResult r;
   r.tokens = h.tokens;
@@ -179,6 +192,7 @@ StreamResult Recognizer::result(const Stream& s) const {
 }
 
 void Recognizer::reset(Stream& s) const {
+  check_stream(s, "Recognizer::reset");
   s.encoder_ = nn::EncoderStream();
   s.memory_.reset();
   s.search_.reset(*model_->decoder);

@@ -15,6 +15,7 @@
 #include "mona/data/tokens.h"
 #include "mona/nn/search.h"
 #include "mona/nn/seq2seq.h"
+#include "util/test_util.h"
 #include "util/tiny_task.h"
 
 namespace mona::test {
@@ -55,6 +56,29 @@ TEST(Recognizer, EveryMechanismLearnsATinyMonotonicTask) {
     }
     EXPECT_LE(best, 8) << mech;
   }
+}
+
+// A stream holds state of its model's sizes, so a Recognizer refuses one that a Recognizer of
+// another model created, naming the call; two Recognizers of one model share streams.
+TEST(Recognizer, RefusesAStreamOfAnotherModel) {
+  const auto a = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options("mocha"));
+  const auto b = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options("monotonic"));
+  const stream::Recognizer ra(a, nn::SearchOptions{}), rb(b, nn::SearchOptions{}), ra2(a, nn::SearchOptions{});
+  auto s = ra.create_stream();
+  const at::Tensor x = torch::tensor({3, 4}, torch::kLong);
+  const std::string why = ": stream: created by a Recognizer of another model";
+  expect_error([&] { rb.accept(*s, x); }, "Recognizer::accept" + why);
+  expect_error([&] { rb.is_ready(*s); }, "Recognizer::is_ready" + why);
+  expect_error([&] { rb.decode(*s); }, "Recognizer::decode" + why);
+  expect_error([&] { rb.decode_streams({s.get()}); }, "Recognizer::decode_streams" + why);
+  expect_error([&] { rb.input_finished(*s); }, "Recognizer::input_finished" + why);
+  expect_error([&] { rb.result(*s); }, "Recognizer::result" + why);
+  expect_error([&] { rb.reset(*s); }, "Recognizer::reset" + why);
+  EXPECT_EQ(s->inputs_received(), 0) << "a refused call changed the stream";
+  ra2.accept(*s, x);
+  ra2.input_finished(*s);
+  while (ra.is_ready(*s)) ra.decode(*s);
+  EXPECT_EQ(ra.result(*s).tokens, ra.recognize(x).tokens);
 }
 
 TEST(Recognizer, StreamingEqualsOfflineAndBeamOneEqualsGreedy) {

@@ -114,9 +114,13 @@ class Stream {
   std::unique_ptr<audio::StreamResampler> resampler_;
   int input_rate_ = 0;   // rate of the samples given to accept_waveform (0: none yet)
   int64_t samples_ = 0;  // samples at the model's rate
+  const nn::Seq2Seq* model_ = nullptr;  // the model of the Recognizer that created it
 };
 
-/// Advances streams with a trained model (put in eval mode by the constructor).
+/// Advances streams with a trained model (put in eval mode by the constructor). A stream is
+/// advanced by a Recognizer of the model that created it: every call taking a stream throws
+/// mona::ArgumentError for one created with another model (its state has that model's
+/// sizes).
 class Recognizer {
  public:
   /// An audio model's frames are computed as its ModelOptions::features say.
@@ -162,6 +166,8 @@ class Recognizer {
 
  private:
   void feed_frames(Stream& stream, audio::Features frames) const;
+  // Throws mona::ArgumentError, naming `fn`, unless this Recognizer's model created `stream`.
+  void check_stream(const Stream& stream, const char* fn) const;
   // Front end of new input: rows queued for the LSTM layers (or, bidirectional, the whole
   // encoder at the end).
   void take_rows(Stream& stream, const at::Tensor& inputs, bool finished) const;
