@@ -13,6 +13,17 @@
 
 namespace mona::nn {
 
+void SmoothingOptions::validate() const {
+  MONA_CHECK(uniform >= 0 && uniform < 1, "SmoothingOptions: uniform: expected a value in [0, 1), got ", uniform);
+  MONA_CHECK(localized.empty() || localized.size() == 4,
+             "SmoothingOptions: localized: expected 4 weights (offsets -2, -1, +1, +2) or none, got ",
+             localized.size());
+  for (size_t k = 0; k < localized.size(); ++k) {
+    MONA_CHECK(std::isfinite(localized[k]) && localized[k] >= 0, "SmoothingOptions: localized[", k,
+               "]: expected a finite weight >= 0, got ", localized[k]);
+  }
+}
+
 namespace {
 using data::kBos;
 using data::kEos;
@@ -533,11 +544,7 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
               " differs from inputs' ", inputs.size(0));
   const at::Tensor tl = detail::check_lengths(target_lengths, fn, "target_lengths", targets.size(0), targets.size(1));
   MONA_CHECK(tl.defined(), fn, ": target_lengths must be given");
-  MONA_CHECK(smoothing.uniform >= 0 && smoothing.uniform < 1, fn,
-              ": uniform label smoothing must lie in [0, 1), got ", smoothing.uniform);
-  MONA_CHECK(smoothing.localized.empty() || smoothing.localized.size() == 4, fn,
-              ": localized label smoothing needs 4 weights (offsets -2, -1, +1, +2), got ",
-              smoothing.localized.size());
+  smoothing.validate();
   if (length_penalty) {
     MONA_CHECK(std::isfinite(length_penalty->lambda) && length_penalty->lambda >= 0, fn,
                 ": LengthPenaltyOptions.lambda must be finite and >= 0, got ",

@@ -168,8 +168,9 @@ void visit_config(C& c, V& v) {
       v.field("decay_factor", o.decay_factor, Range::in(0, true, 1, false));
     });
     v.section("smoothing", [&] {
-      v.field("uniform", r.smoothing.uniform, Range::in(0, false, 1, true));
-      v.field("localized", r.smoothing.localized, Range::at_least(0));  // each weight
+      // nn::SmoothingOptions (mona/nn/seq2seq.h; its validate(), from Config::validate)
+      v.field("uniform", r.smoothing.uniform);
+      v.field("localized", r.smoothing.localized);
     });
   });
   v.section("decode", [&] {
@@ -433,9 +434,7 @@ void Config::validate() const {
   m.attention_options.query_dim = m.attention_options.memory_dim = 1;
   m.attention_options.validate("model.attention");
   validate_section("train.spec_augment", "SpecAugmentOptions", [&] { train.spec_augment.validate(); });
-  detail::check(train.smoothing.localized.empty() || train.smoothing.localized.size() == 4,
-                "train.smoothing.localized must list 4 weights (offsets -2, -1, +1, +2), got ",
-                train.smoothing.localized.size());
+  validate_section("train.smoothing", "SmoothingOptions", [&] { train.smoothing.validate(); });
   try {
     decode.validate();
   } catch (const std::exception& e) {

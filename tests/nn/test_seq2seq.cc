@@ -459,7 +459,14 @@ TEST(Seq2Seq, LossErrors) {
   nn::SmoothingOptions bad;
   bad.localized = {0.1};
   expect_error([&] { model->loss(x, xl, y, torch::tensor({3, 2}, torch::kLong), bad); },
-                     "needs 4 weights");
+                     "SmoothingOptions: localized: expected 4 weights (offsets -2, -1, +1, +2) or none, got 1");
+  bad.localized = {0.1, 0.2, std::nan(""), 0.1};
+  expect_error([&] { model->loss(x, xl, y, torch::tensor({3, 2}, torch::kLong), bad); },
+                     "SmoothingOptions: localized[2]: expected a finite weight >= 0, got nan");
+  bad.localized.clear();
+  bad.uniform = -0.1;
+  expect_error([&] { model->loss(x, xl, y, torch::tensor({3, 2}, torch::kLong), bad); },
+                     "SmoothingOptions: uniform: expected a value in [0, 1), got -0.1");
   ModelOptions o = tiny_monotonic_options("soft");
   o.ctc_weight = 1.0;
   expect_error([&] { nn::Seq2Seq m(o); }, "ctc_weight must lie in [0, 1), got 1");

@@ -157,8 +157,9 @@ TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
       {"train.optimizer.learning_rate=.nan", "train.optimizer.learning_rate must be > 0, got nan"},
       {"train.optimizer.beta1=1", "train.optimizer.beta1 must lie in [0, 1), got 1"},
       {"train.optimizer.decay_factor=1.5", "train.optimizer.decay_factor must lie in (0, 1], got 1.5"},
-      {"train.smoothing.localized=[1, -0.5, 1, 1]", "train.smoothing.localized: each weight must be >= 0, got -0.5"},
-      {"train.smoothing.localized=[1, 1]", "train.smoothing.localized must list 4 weights"},
+      {"train.smoothing.localized=[1, -0.5, 1, 1]", "train.smoothing: localized[1]: expected a finite weight >= 0, got -0.5"},
+      {"train.smoothing.localized=[1, 1]", "train.smoothing: localized: expected 4 weights (offsets -2, -1, +1, +2) or none, got 2"},
+      {"train.smoothing.uniform=1", "train.smoothing: uniform: expected a value in [0, 1), got 1"},
       {"train.threads=0", "train.threads: expected a number of threads >= 1, got 0"},
       {"decode.prune_margin=-1", "decode: SearchOptions: prune_margin must be finite and > 0, got -1"},
       // The sections whose structs check themselves: their messages, naming the section.

@@ -248,6 +248,9 @@ struct SmoothingOptions {
   /// Localised label smoothing weights for neighbours at offsets -2, -1, +1, +2
   /// (002 D.1.2 uses 0.015, 0.035, 0.035, 0.015); empty: none.
   std::vector<double> localized;
+  /// Throws mona::ArgumentError ("SmoothingOptions: <field>: ...", with the value) unless
+  /// uniform lies in [0, 1) and localized is empty or 4 finite weights >= 0.
+  void validate() const;
 };
 
 /// Length penalty of 003 eq. 13 for GMM-family attention (mona/nn/gmm_attention.h,
