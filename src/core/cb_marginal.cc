@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cb_rows.h"
@@ -32,7 +33,8 @@ void validate(const char* kernel, const T* logits, const T* log_emit, const Grid
 }
 
 // The eq. 36 forward lattice as a recursion over rows r = t + 1: A[t + 1, :] from A[t, :]
-// (E: the row's log_emit [U, T], row stride Tn).
+// (E: the row's log_emit [U, T], row stride Tn). The one copy of the step: the forward
+// rolls it over two rows, the backward recomputes its rows with it (cb_rows.h).
 template <class T>
 struct CtcStep {
   const T* x;
@@ -114,20 +116,15 @@ void cb_marginal_log_likelihood_ctc(const T* logits, const T* log_emit, T* log_l
     const int64_t n = grid.T_of(b), L = grid.U_of(b);
     const T* x = logits + b * Tn;
     const T* E = log_emit + b * U * Tn;
-    // Rolling row of the lattice (descending l so that A[l - 1] is still the old value).
-    std::vector<double> A(static_cast<size_t>(L + 1), kNegInf);
-    A[0] = 0;
+    // Two rolling rows of the lattice: A[t, :] in `a`, A[t + 1, :] into `next`.
+    const CtcStep<T> step{x, E, Tn, L};
+    std::vector<double> a(static_cast<size_t>(L + 1), kNegInf), next(a.size());
+    a[0] = 0;
     for (int64_t t = 0; t < n; ++t) {
-      const double xt = static_cast<double>(x[t]);
-      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
-      for (int64_t l = L; l >= 1; --l) {
-        const double e = static_cast<double>(E[(l - 1) * Tn + t]);
-        A[static_cast<size_t>(l)] =
-            log_add_exp(A[static_cast<size_t>(l)] + lq, A[static_cast<size_t>(l - 1)] + lp + e);
-      }
-      A[0] += lq;
+      step(t + 1, a.data(), next.data());
+      std::swap(a, next);
     }
-    log_likelihood[b] = static_cast<T>(A[static_cast<size_t>(L)]);
+    log_likelihood[b] = static_cast<T>(a[static_cast<size_t>(L)]);
   }
 }
 

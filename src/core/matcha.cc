@@ -13,6 +13,7 @@
 #include "subnormals.h"
 #include "targets.h"
 #include "validate.h"
+#include "vexp.h"  // the exp constants vexp_lanes.inc reads (inside the targets' namespaces)
 
 // The kernels, compiled once per target (targets.h).
 #define MONA_TARGET_KERNELS "matcha_kernels.inc"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cb_rows.h"
@@ -29,6 +30,23 @@ void validate_k(const char* kernel, const int64_t* k, const Grid& g) {
   }
 }
 
+// The prefix recursion of the header, F[t + 1, :] from F[t, :], over the counts 0 .. kk
+// (kk <= n): returns F[n, 0 .. kk] = log P(B_0 + ... + B_{n-1} = k), in double. Adding
+// trial t is the step of the suffix table (detail::suffix_step, cb_rows.h: the same
+// recursion read from the other end), over counts up to min(kk, t + 1); the entry t + 1 it
+// reads before the counts reach kk is still -inf, as the recursion wants.
+template <class T>
+std::vector<double> prefix_counts(const T* x, int64_t n, int64_t kk) {
+  std::vector<double> F(static_cast<size_t>(kk + 1), -std::numeric_limits<double>::infinity());
+  std::vector<double> next = F;
+  F[0] = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    detail::suffix_step(x[t], F.data(), next.data(), std::min(kk, t + 1));
+    std::swap(F, next);
+  }
+  return F;
+}
+
 }  // namespace
 
 template <class T>
@@ -42,17 +60,8 @@ void poisson_binomial_log_pmf(const T* logits, T* log_pmf, int64_t batch, int64_
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b);
     const T* x = logits + b * in_len;
-    // F[k] = log P(K_{[0, t)} = k), updated in place, in double (src/core/cb_rows.h).
-    std::vector<double> F(static_cast<size_t>(n + 1));
-    F[0] = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      const double xt = static_cast<double>(x[t]);
-      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
-      const size_t u = static_cast<size_t>(t);
-      F[u + 1] = lp + F[u];  // F[t + 1] was -inf: only the "high" term
-      for (size_t k = u; k >= 1; --k) F[k] = log_add_exp(lq + F[k], lp + F[k - 1]);
-      F[0] = lq + F[0];
-    }
+    // F[k] = log P(K = k), k = 0 .. n, in double (src/core/cb_rows.h).
+    const std::vector<double> F = prefix_counts(x, n, n);
     T* out = log_pmf + b * (in_len + 1);
     for (int64_t k = 0; k <= n; ++k) out[k] = static_cast<T>(F[static_cast<size_t>(k)]);
     std::fill(out + n + 1, out + in_len + 1, T(0));
@@ -88,25 +97,12 @@ void poisson_binomial_log_prob(const T* logits, const int64_t* k, T* log_prob, i
   validate_logits(kName, logits, g);
   validate_k(kName, k, g);
   if (batch > 0) detail::check_ptr(log_prob, kName, "log_prob");
-  const double neg_inf = -std::numeric_limits<double>::infinity();
 #pragma omp parallel for schedule(dynamic) if (detail::worth_parallel(batch, double(batch) * in_len * in_len))
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = g.T_of(b), kk = k[b];
     const T* x = logits + b * in_len;
-    // The prefix recursion of log_pmf truncated to counts <= k, in double: O(T k) time, O(k)
-    // memory.
-    std::vector<double> F(static_cast<size_t>(kk + 1), neg_inf);
-    F[0] = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      const double xt = static_cast<double>(x[t]);
-      const double lp = log_sigmoid(xt), lq = log_sigmoid(-xt);
-      for (int64_t j = std::min(kk, t + 1); j >= 1; --j) {
-        F[static_cast<size_t>(j)] =
-            log_add_exp(lq + F[static_cast<size_t>(j)], lp + F[static_cast<size_t>(j - 1)]);
-      }
-      F[0] = lq + F[0];
-    }
-    log_prob[b] = static_cast<T>(F[static_cast<size_t>(kk)]);
+    // The prefix recursion of log_pmf truncated to counts <= k: O(T k) time, O(k) memory.
+    log_prob[b] = static_cast<T>(prefix_counts(x, n, kk)[static_cast<size_t>(kk)]);
   }
 }
 

@@ -21,47 +21,73 @@
 
 namespace mona::core::detail {
 
+// The constants of the method, one set per precision, read by exp_nonpositive below and by
+// exp_nonpositive_lanes (vexp_lanes.inc). ln 2 = kLn2Hi + kLn2Lo, kLn2Hi with few enough
+// bits that n kLn2Hi is exact.
+namespace vexp_float {  // Cephes expf
+inline constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+inline constexpr float kMinArg = -87.3365f;   // ln(FLT_MIN): below it the result is 0
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+// exp(r) = 1 + r + r^2 (kP0 r^5 + kP1 r^4 + ... + kP5), evaluated by Horner.
+inline constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
+                       kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+inline constexpr int32_t kBias = 127, kMantissaBits = 23;  // 2^n = (n + kBias) << kMantissaBits
+}  // namespace vexp_float
+
+namespace vexp_double {  // Cephes exp
+inline constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+inline constexpr double kMinArg = -708.3964;          // ln(DBL_MIN): below it the result is 0
+inline constexpr double kLog2e = 1.4426950408889634073599;
+inline constexpr double kLn2Hi = 6.93145751953125e-1, kLn2Lo = 1.42860682030941723212e-6;
+// exp(r) = 1 + 2 P / (Q - P), P = r ((kP0 r^2 + kP1) r^2 + kP2),
+// Q = ((kQ0 r^2 + kQ1) r^2 + kQ2) r^2 + kQ3.
+inline constexpr double kP0 = 1.26177193074810590878e-4, kP1 = 3.02994407707441961300e-2,
+                        kP2 = 9.99999999999999999910e-1;
+inline constexpr double kQ0 = 3.00198505138664455042e-6, kQ1 = 2.52448340349684104192e-3,
+                        kQ2 = 2.27265548208155028766e-1, kQ3 = 2.00000000000000000009e0;
+inline constexpr int64_t kBias = 1023, kMantissaBits = 52;  // 2^n = (n + kBias) << kMantissaBits
+}  // namespace vexp_double
+
 inline float exp_nonpositive(float x) {
-  const float kMagic = 12582912.0f;  // 1.5 * 2^23
-  const float keep = x >= -87.3365f ? 1.0f : 0.0f;  // 0 below ln(FLT_MIN)
-  x = x < -87.3365f ? -87.3365f : x;
-  const float t = x * 1.44269504088896341f + kMagic;
-  const float n = t - kMagic;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  namespace c = vexp_float;
+  const float keep = x >= c::kMinArg ? 1.0f : 0.0f;
+  x = x < c::kMinArg ? c::kMinArg : x;
+  const float t = x * c::kLog2e + c::kMagic;
+  const float n = t - c::kMagic;
+  const float r = (x - n * c::kLn2Hi) - n * c::kLn2Lo;
+  float p = c::kP0;
+  p = p * r + c::kP1;
+  p = p * r + c::kP2;
+  p = p * r + c::kP3;
+  p = p * r + c::kP4;
+  p = p * r + c::kP5;
   p = p * (r * r) + r + 1.0f;
   int32_t ti, mi;
   std::memcpy(&ti, &t, sizeof ti);
-  std::memcpy(&mi, &kMagic, sizeof mi);
-  const int32_t bits = (ti - mi + 127) << 23;  // 2^n, n in [-126, 0]
+  std::memcpy(&mi, &c::kMagic, sizeof mi);
+  const int32_t bits = (ti - mi + c::kBias) << c::kMantissaBits;  // 2^n, n in [-126, 0]
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return keep * (p * scale);
 }
 
 inline double exp_nonpositive(double x) {
-  const double kMagic = 6755399441055744.0;  // 1.5 * 2^52
-  const double keep = x >= -708.3964 ? 1.0 : 0.0;  // 0 below ln(DBL_MIN)
-  x = x < -708.3964 ? -708.3964 : x;
-  const double t = x * 1.4426950408889634073599 + kMagic;
-  const double n = t - kMagic;
-  const double r = (x - n * 6.93145751953125e-1) - n * 1.42860682030941723212e-6;
+  namespace c = vexp_double;
+  const double keep = x >= c::kMinArg ? 1.0 : 0.0;
+  x = x < c::kMinArg ? c::kMinArg : x;
+  const double t = x * c::kLog2e + c::kMagic;
+  const double n = t - c::kMagic;
+  const double r = (x - n * c::kLn2Hi) - n * c::kLn2Lo;
   const double rr = r * r;
-  const double P =
-      r * ((1.26177193074810590878e-4 * rr + 3.02994407707441961300e-2) * rr +
-           9.99999999999999999910e-1);
-  const double Q = ((3.00198505138664455042e-6 * rr + 2.52448340349684104192e-3) * rr +
-                    2.27265548208155028766e-1) * rr + 2.00000000000000000009e0;
+  const double P = r * ((c::kP0 * rr + c::kP1) * rr + c::kP2);
+  const double Q = ((c::kQ0 * rr + c::kQ1) * rr + c::kQ2) * rr + c::kQ3;
   const double e = 1.0 + 2.0 * P / (Q - P);
   int64_t ti, mi;
   std::memcpy(&ti, &t, sizeof ti);
-  std::memcpy(&mi, &kMagic, sizeof mi);
-  const int64_t bits = (ti - mi + 1023) * (int64_t(1) << 52);  // 2^n, n in [-1022, 0]
+  std::memcpy(&mi, &c::kMagic, sizeof mi);
+  // 2^n, n in [-1022, 0]
+  const int64_t bits = (ti - mi + c::kBias) * (int64_t(1) << c::kMantissaBits);
   double scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return keep * (e * scale);

@@ -33,10 +33,11 @@
 //
 // Moments: E[K] = sum_t p_t, Var[K] = sum_t p_t (1 - p_t), p (1 - p) = sigmoid(x) sigmoid(-x).
 //
-// Memory per row in flight: log_pmf T + 1 doubles; log_prob k + 1; the backward the suffix
-// table [T + 1, k + 1] in double, kept whole up to 2^22 entries (32 MiB) and above that
-// recomputed from every ceil(sqrt(T))-th row: about 2 sqrt(T) (k + 1) doubles (5 MB at
-// T = 100,000, k = 1,000; the whole table would be 800 MB) for one more O(T k) pass.
+// Memory per row in flight: log_pmf 2 (T + 1) doubles (two rows of F); log_prob 2 (k + 1);
+// the backward the suffix table [T + 1, k + 1] in double, kept whole up to 2^22 entries
+// (32 MiB) and above that recomputed from every ceil(sqrt(T))-th row: about 2 sqrt(T) (k + 1)
+// doubles (5 MB at T = 100,000, k = 1,000; the whole table would be 800 MB) for one more
+// O(T k) pass.
 //
 // Shapes ([B, T] notation, lengths and padding as in mona/core/grid.h):
 //   logits, grad_logits: [B, T]; log_pmf: [B, T + 1] (entry k of row b valid for
