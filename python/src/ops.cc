@@ -484,9 +484,10 @@ std::tuple<Tensor, Tensor, Tensor> monotonic_attention_step_k(const Tensor& ener
 template <bool kRecord>
 Tensor gmm_length_penalty_k(const Tensor& mu, const OptTensor& nu, double lambda_,
                             const OptTensor& in_lens, const OptTensor& out_lens) {
+  // lambda_ is checked where the penalty is computed (mona::core::gmm_length_penalty:
+  // "gmm_length_penalty: lambda: expected a finite value >= 0"), which this call always
+  // reaches (step and until_step left at their defaults: never switched off).
   return run(kRecord, [&] {
-    MONA_CHECK(std::isfinite(lambda_) && lambda_ >= 0, "mona.gmm_length_penalty: lambda_: ",
-               "expected a finite value >= 0, got ", lambda_);
     return nn::gmm_length_penalty(mu, or_undefined(nu), lambda_, or_undefined(in_lens),
                                   or_undefined(out_lens));
   });

@@ -32,6 +32,9 @@ struct MelBin {
 };
 
 // Kaldi's mel banks over the FFT bins k = 0 .. P/2 - 1 (the Nyquist bin gets no weight).
+// Throws ArgumentError naming the options and the first mel bin that covers no FFT bin
+// (too many bins for the FFT length and band): the one feasibility check, run by
+// FbankOptions::validate and by OnlineFbank's constructor. `o` passed check_fields.
 std::vector<MelBin> mel_banks(const FbankOptions& o) {
   const int64_t padded = o.padded_window_size();
   const int64_t num_fft_bins = padded / 2;
@@ -39,6 +42,10 @@ std::vector<MelBin> mel_banks(const FbankOptions& o) {
   const double mel_low = mel_scale(o.low_freq);
   const double mel_high = mel_scale(effective_high_freq(o));
   const double delta = (mel_high - mel_low) / (o.num_mel_bins + 1);
+  std::vector<double> fft_mel(static_cast<size_t>(num_fft_bins));  // mel of FFT bin k
+  for (int64_t k = 0; k < num_fft_bins; ++k) {
+    fft_mel[static_cast<size_t>(k)] = mel_scale(bin_width * static_cast<double>(k));
+  }
   std::vector<MelBin> banks(static_cast<size_t>(o.num_mel_bins));
   for (int b = 0; b < o.num_mel_bins; ++b) {
     const double left = mel_low + b * delta;
@@ -47,7 +54,7 @@ std::vector<MelBin> mel_banks(const FbankOptions& o) {
     MelBin& bank = banks[static_cast<size_t>(b)];
     int64_t first = -1;
     for (int64_t k = 0; k < num_fft_bins; ++k) {
-      const double mel = mel_scale(bin_width * static_cast<double>(k));
+      const double mel = fft_mel[static_cast<size_t>(k)];
       const double up = (mel - left) / (center - left);
       const double down = (right - mel) / (right - center);
       const double w = std::max(0.0, std::min(up, down));
@@ -58,9 +65,11 @@ std::vector<MelBin> mel_banks(const FbankOptions& o) {
       }
     }
     MONA_CHECK(first >= 0, "FbankOptions: num_mel_bins = ", o.num_mel_bins,
-               " is too many for an FFT of ", padded, " points between low_freq = ",
-               o.low_freq, " Hz and high_freq = ", effective_high_freq(o),
-               " Hz: mel bin ", b, " covers no FFT bin");
+               " is too many for an FFT of ", padded, " points (frame_length_ms = ",
+               o.frame_length_ms, " at sample_rate = ", o.sample_rate,
+               " Hz) between low_freq = ", o.low_freq, " Hz and a high edge of ",
+               effective_high_freq(o), " Hz (high_freq = ", o.high_freq, "): mel bin ", b,
+               " covers no FFT bin; use fewer mel bins, longer frames or a wider band");
     bank.first = first;
   }
   return banks;
@@ -139,41 +148,56 @@ double FbankOptions::frame_end_ms(int64_t frame) const {
   return 1000.0 * static_cast<double>(frame_start(frame) + window_size()) / sample_rate;
 }
 
-void FbankOptions::validate() const {
+namespace {
+
+// Every field in its range: validate() but for the mel banks' feasibility (mel_banks), which
+// needs the fields checked first.
+void check_fields(const FbankOptions& o) {
   using detail::check;
-  check(sample_rate > 0, "FbankOptions: sample_rate: expected > 0 Hz, got ", sample_rate);
-  check(std::isfinite(frame_length_ms) && frame_length_ms > 0,
-        "FbankOptions: frame_length_ms: expected > 0, got ", frame_length_ms);
-  check(std::isfinite(frame_shift_ms) && frame_shift_ms > 0,
-        "FbankOptions: frame_shift_ms: expected > 0, got ", frame_shift_ms);
-  check(window_size() >= 2 && window_size() <= (int64_t{1} << 24),
-        "FbankOptions: frame_length_ms = ", frame_length_ms, " at sample_rate = ", sample_rate,
-        " Hz gives a window of ", window_size(), " samples; expected [2, 2^24]");
-  check(window_shift() >= 1, "FbankOptions: frame_shift_ms = ", frame_shift_ms,
-        " at sample_rate = ", sample_rate, " Hz gives a shift of ", window_shift(),
+  check(o.sample_rate > 0, "FbankOptions: sample_rate: expected > 0 Hz, got ",
+        o.sample_rate);
+  check(std::isfinite(o.frame_length_ms) && o.frame_length_ms > 0,
+        "FbankOptions: frame_length_ms: expected > 0, got ", o.frame_length_ms);
+  check(std::isfinite(o.frame_shift_ms) && o.frame_shift_ms > 0,
+        "FbankOptions: frame_shift_ms: expected > 0, got ", o.frame_shift_ms);
+  check(o.window_size() >= 2 && o.window_size() <= (int64_t{1} << 24),
+        "FbankOptions: frame_length_ms = ", o.frame_length_ms, " at sample_rate = ",
+        o.sample_rate, " Hz gives a window of ", o.window_size(),
+        " samples; expected [2, 2^24]");
+  check(o.window_shift() >= 1, "FbankOptions: frame_shift_ms = ", o.frame_shift_ms,
+        " at sample_rate = ", o.sample_rate, " Hz gives a shift of ", o.window_shift(),
         " samples; expected >= 1");
-  check(padded_window_size() % 2 == 0, "FbankOptions: round_to_power_of_two = false with a ",
-        window_size(), "-sample window: the FFT length must be even (change frame_length_ms)");
-  check(std::isfinite(dither) && dither >= 0, "FbankOptions: dither: expected >= 0, got ",
-        dither);
-  check(preemphasis >= 0 && preemphasis <= 1,
-        "FbankOptions: preemphasis: expected [0, 1], got ", preemphasis);
-  check(window == "povey" || window == "hamming" || window == "hanning" ||
-            window == "rectangular" || window == "blackman",
+  check(o.padded_window_size() % 2 == 0,
+        "FbankOptions: round_to_power_of_two = false with a ", o.window_size(),
+        "-sample window: the FFT length must be even (change frame_length_ms)");
+  check(std::isfinite(o.dither) && o.dither >= 0, "FbankOptions: dither: expected >= 0, got ",
+        o.dither);
+  check(o.preemphasis >= 0 && o.preemphasis <= 1,
+        "FbankOptions: preemphasis: expected [0, 1], got ", o.preemphasis);
+  check(o.window == "povey" || o.window == "hamming" || o.window == "hanning" ||
+            o.window == "rectangular" || o.window == "blackman",
         "FbankOptions: window: expected povey, hamming, hanning, rectangular or blackman, got \"",
-        window, "\"");
-  check(std::isfinite(blackman_coeff), "FbankOptions: blackman_coeff: expected finite, got ",
-        blackman_coeff);
-  check(num_mel_bins >= 3, "FbankOptions: num_mel_bins: expected >= 3, got ", num_mel_bins);
-  const double nyquist = 0.5 * sample_rate;
-  check(low_freq >= 0 && low_freq < nyquist, "FbankOptions: low_freq: expected [0, ", nyquist,
-        ") Hz (Nyquist), got ", low_freq);
-  const double high = effective_high_freq(*this);
-  check(high > 0 && high <= nyquist && high > low_freq, "FbankOptions: high_freq = ", high_freq,
-        " gives a high edge of ", high, " Hz; expected (low_freq = ", low_freq, ", ", nyquist,
-        "] (<= 0 counts from Nyquist)");
-  check(std::isfinite(energy_floor) && energy_floor >= 0,
-        "FbankOptions: energy_floor: expected >= 0, got ", energy_floor);
+        o.window, "\"");
+  check(std::isfinite(o.blackman_coeff), "FbankOptions: blackman_coeff: expected finite, got ",
+        o.blackman_coeff);
+  check(o.num_mel_bins >= 3, "FbankOptions: num_mel_bins: expected >= 3, got ",
+        o.num_mel_bins);
+  const double nyquist = 0.5 * o.sample_rate;
+  check(o.low_freq >= 0 && o.low_freq < nyquist, "FbankOptions: low_freq: expected [0, ",
+        nyquist, ") Hz (Nyquist), got ", o.low_freq);
+  const double high = effective_high_freq(o);
+  check(high > 0 && high <= nyquist && high > o.low_freq, "FbankOptions: high_freq = ",
+        o.high_freq, " gives a high edge of ", high, " Hz; expected (low_freq = ", o.low_freq,
+        ", ", nyquist, "] (<= 0 counts from Nyquist)");
+  check(std::isfinite(o.energy_floor) && o.energy_floor >= 0,
+        "FbankOptions: energy_floor: expected >= 0, got ", o.energy_floor);
+}
+
+}  // namespace
+
+void FbankOptions::validate() const {
+  check_fields(*this);
+  (void)mel_banks(*this);  // every mel bin covers an FFT bin
 }
 
 std::string FbankOptions::to_string() const {
@@ -224,7 +248,7 @@ struct OnlineFbank::Impl {
   Features pending;         // computed, not yet taken
 
   explicit Impl(const FbankOptions& o, uint64_t s)
-      : opts((o.validate(), o)),
+      : opts((check_fields(o), o)),  // validate(), with mel_banks run once, below
         seed(s),
         size(o.window_size()),
         shift(o.window_shift()),

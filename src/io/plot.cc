@@ -22,22 +22,24 @@ constexpr double kMargin = 12;
 constexpr std::size_t kMaxLabel = 12;  // characters (UTF-8 code points)
 constexpr int64_t kMaxCells = 16000;
 
-// Viridis, 9 control points (matplotlib's _viridis_data at 0, 1/8, ..., 1).
+// Viridis as matplotlib gives it at v = 0, 0.1, ..., 1 (rows int(256 v), clipped to 255,
+// of its 256-entry _viridis_data: 0, 25, 51, 76, 102, 128, 153, 179, 204, 230, 255),
+// linearly interpolated in between. The last stop is viridis(1) = #fde725.
 void viridis(double v, double* r, double* g, double* b) {
-  static const double kStops[9][3] = {
+  constexpr int kN = 11;
+  static const double kStops[kN][3] = {
       {0.267004, 0.004874, 0.329415}, {0.282623, 0.140926, 0.457517},
       {0.253935, 0.265254, 0.529983}, {0.206756, 0.371758, 0.553117},
       {0.163625, 0.471133, 0.558148}, {0.127568, 0.566949, 0.550556},
       {0.134692, 0.658636, 0.517649}, {0.266941, 0.748751, 0.440573},
-      {0.477504, 0.821444, 0.318195}};
-  // The last stop of true viridis (1.0) is yellow; append it explicitly.
-  static const double kEnd[3] = {0.993248, 0.906157, 0.143936};
+      {0.477504, 0.821444, 0.318195}, {0.741388, 0.873449, 0.149561},
+      {0.993248, 0.906157, 0.143936}};
   v = std::min(1.0, std::max(0.0, v));
-  const double x = v * 8.0;
-  const int i = std::min(7, static_cast<int>(std::floor(x)));
+  const double x = v * (kN - 1);
+  const int i = std::min(kN - 2, static_cast<int>(std::floor(x)));
   const double f = x - i;
   const double* a = kStops[i];
-  const double* c = i + 1 < 8 ? kStops[i + 1] : kEnd;
+  const double* c = kStops[i + 1];
   *r = a[0] + f * (c[0] - a[0]);
   *g = a[1] + f * (c[1] - a[1]);
   *b = a[2] + f * (c[2] - a[2]);

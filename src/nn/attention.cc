@@ -168,11 +168,13 @@ T* output_data(const at::Tensor& t) {
   return t.unsafeGetTensorImpl()->unsafe_data<T>();
 }
 
-// The zero context [n] of an exhausted hard step, in the query's dtype: what
-// torch::zeros({n}, query.options()) returns, without a dispatched fill.
-void zero_context(at::Tensor& context, int64_t n, const at::Tensor& query) {
-  output_tensor(context, n, query.scalar_type());
-  std::memset(const_cast<void*>(detail::dense_cpu_data(context)), 0, context.nbytes());
+// The outputs of an exhausted hard step, in the query's dtype: the zero context [n] (what
+// torch::zeros({n}, query.options()) returns, without a dispatched fill) and no weights
+// ([0]: no entry attended).
+void exhausted_outputs(HardStepOutput& out, int64_t n, const at::Tensor& query) {
+  output_tensor(out.context, n, query.scalar_type());
+  std::memset(const_cast<void*>(detail::dense_cpu_data(out.context)), 0, out.context.nbytes());
+  output_tensor(out.weights, 0, query.scalar_type());
 }
 
 // Every field of a hard step's output set to "nothing happened yet"; the tensors stay
@@ -281,7 +283,6 @@ at::Tensor Attention::initial_state(const Memory& memory) const {
 
 void Attention::reseed_noise(uint64_t seed) {
   noise_gen_ = at::make_generator<at::CPUGeneratorImpl>(seed);
-  sample_rng_.reseed(seed);
 }
 
 UnrolledAttention Attention::unroll(const Memory& memory, int64_t steps) {
@@ -363,16 +364,23 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
   reset_fields(out);
   if (state.exhausted) {
     out.status = core::ScanStatus::kExhausted;
-    zero_context(out.context, options_.memory_dim, query);
+    exhausted_outputs(out, options_.memory_dim, query);
     return;
   }
   core::ScanOptions so;
   so.tau = options_.tau;
   so.sample = options_.sample;
+  core::Rng* rng = nullptr;  // sampling: the stream's own generator
+  if (so.sample) {
+    if (!state.sample_rng_started) {
+      state.sample_rng.reseed(options_.seed);
+      state.sample_rng_started = true;
+    }
+    rng = &state.sample_rng;
+  }
   core::ScanResult r;
   if (memory.size() == 0) {
-    r = core::monotonic_scan(0, 0, memory.finished(), [](int64_t) { return 0.0; }, so,
-                             &sample_rng_);
+    r = core::monotonic_scan(0, 0, memory.finished(), [](int64_t) { return 0.0; }, so, rng);
   } else {
     const int64_t dk = memory.key_dim_;
     const int64_t n = memory.size();
@@ -407,7 +415,7 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
         if (so.sample) {
           r = core::monotonic_scan(
               state.resume, n, memory.finished(),
-              [&](int64_t j) { return sigmoid(energy_at(j, scorer)); }, so, &sample_rng_);
+              [&](int64_t j) { return sigmoid(energy_at(j, scorer)); }, so, rng);
         } else if (scorer.kind == EnergyScorer::Kind::kDot) {  // a query that is not one vector
           r = core::dot_threshold_scan(static_cast<const scalar_t*>(scorer.query_data),
                                        kp + memory.row(state.resume) * dk, dk, state.resume, n,
@@ -450,7 +458,7 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     case core::ScanStatus::kExhausted:
       out.status = core::ScanStatus::kExhausted;
       state.exhausted = true;
-      zero_context(out.context, options_.memory_dim, query);
+      exhausted_outputs(out, options_.memory_dim, query);
       break;
   }
 }
@@ -533,7 +541,7 @@ void SoftAttention::hard_step_into(const at::Tensor& query, const OnlineMemory& 
   if (!memory.finished()) return;  // soft attention needs the whole input
   if (memory.size() == 0) {
     out.status = core::ScanStatus::kExhausted;
-    zero_context(out.context, options_.memory_dim, query);
+    exhausted_outputs(out, options_.memory_dim, query);
     state.exhausted = true;
     return;
   }

@@ -28,6 +28,15 @@ at::Tensor MovingAverageBaseline::values(int64_t n) const {
 }
 
 void MovingAverageBaseline::update(const at::Tensor& returns, const at::Tensor& mask) {
+  constexpr const char* fn = "mona::nn::MovingAverageBaseline::update";
+  detail::check_tensor(returns, fn, "returns", 2, "[R, n]");
+  MONA_CHECK(mask.defined(), fn, ": mask must be a defined tensor");
+  MONA_CHECK(mask.device().is_cpu(), fn, ": mask: expected a CPU tensor, got device ",
+             mask.device());
+  MONA_CHECK(mask.sizes() == returns.sizes(), fn, ": mask: expected sizes [R, n] = ",
+             returns.sizes(), " (those of returns), got ", mask.sizes());
+  MONA_CHECK(mask.scalar_type() == at::kBool, fn, ": mask: expected dtype bool, got ",
+             mask.scalar_type());
   const at::Tensor r = returns.detach().to(at::kDouble).contiguous();
   const at::Tensor m = mask.to(at::kDouble).contiguous();
   const int64_t n = r.size(1);
@@ -479,13 +488,18 @@ std::string cb_estimator_name(CbEstimator e) {
 }
 
 CbEstimator parse_cb_estimator(const std::string& name) {
-  for (auto e : {CbEstimator::kReinforceBernoulli, CbEstimator::kCb, CbEstimator::kDb,
-                 CbEstimator::kIdb, CbEstimator::kBb, CbEstimator::kStraightThroughIdb,
-                 CbEstimator::kStraightThroughBb, CbEstimator::kExact}) {
-    if (cb_estimator_name(e) == name) return e;
+  constexpr CbEstimator kAll[] = {
+      CbEstimator::kReinforceBernoulli, CbEstimator::kCb, CbEstimator::kDb,
+      CbEstimator::kIdb, CbEstimator::kBb, CbEstimator::kStraightThroughIdb,
+      CbEstimator::kStraightThroughBb, CbEstimator::kExact};
+  std::string accepted;
+  for (CbEstimator e : kAll) {
+    const std::string e_name = cb_estimator_name(e);
+    if (e_name == name) return e;
+    accepted += (accepted.empty() ? "" : ", ") + e_name;
   }
   ::mona::detail::fail("mona::nn::parse_cb_estimator: unknown estimator '", name,
-              "'; expected one of reinforce, cb, db, idb, bb, st-idb, st-bb, exact");
+                       "'; expected one of ", accepted);
 }
 
 bool cb_estimator_unbiased(CbEstimator e) {

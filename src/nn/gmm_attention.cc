@@ -118,9 +118,30 @@ struct LengthPenaltyFn : torch::autograd::Function<LengthPenaltyFn> {
   }
 };
 
-// nu_j = j + 1 for every row of a [B, T] problem.
+// The position of memory entry j (0-based) when none is learned or given: nu_j = j + 1
+// (GMM attention, and nu left out of gmm_attention_weights / gmm_length_penalty). Every
+// default position of this file comes from here.
+double default_position(int64_t j) { return static_cast<double>(j) + 1.0; }
+
+// [T]: default_position(j) for j = 0 .. T-1.
+at::Tensor default_positions(int64_t T, const at::TensorOptions& o) {
+  return at::arange(default_position(0), default_position(T), o);
+}
+
+// [B, T]: default_positions for every row.
 at::Tensor default_positions(int64_t B, int64_t T, const at::TensorOptions& o) {
-  return at::arange(1, T + 1, o).unsqueeze(0).expand({B, T}).contiguous();
+  return default_positions(T, o).unsqueeze(0).expand({B, T}).contiguous();
+}
+
+// T when in_lens alone fixes it (nu and delta left out): its largest value (0 for B = 0).
+// in_lens is checked first ([B] int64/int32 on the CPU, values >= 0; no upper bound yet, T
+// being what is computed), so that a bad one is refused by name rather than by LibTorch's
+// max or arange; the caller's check_lengths against T follows as for given positions.
+int64_t frames_of_in_lens(const at::Tensor& in_lens, const char* fn, int64_t B) {
+  const at::Tensor l = detail::check_lengths(in_lens, fn, "in_lens", B,
+                                             std::numeric_limits<int64_t>::max());
+  const int64_t* v = l.data_ptr<int64_t>();
+  return B > 0 ? *std::max_element(v, v + B) : 0;
 }
 
 // Keys of the positions: K W_delta + b -> [..., T, H] (SAGMM) or [..., T, 0] (GMM).
@@ -183,19 +204,20 @@ at::Tensor gmm_attention_weights(const at::Tensor& mu, const at::Tensor& varianc
   const int64_t B = mu.size(0), U = mu.size(1);
   MONA_CHECK(nu.defined() || delta.defined() || in_lens.defined(), fn,
               ": nu, delta or in_lens must be given (they fix T)");
-  const int64_t T = nu.defined() ? nu.size(-1) : delta.defined() ? delta.size(-1)
-                                                               : in_lens.max().item<int64_t>();
-  at::Tensor n = nu, d = delta;
-  if (n.defined()) {
-    detail::check_tensor(n, fn, "nu", 2, "[B, T]");
-    MONA_CHECK(n.size(0) == B, fn, ": nu: expected [B, T] with B = ", B, ", got ", n.sizes());
-    MONA_CHECK(n.scalar_type() == mu.scalar_type(), fn, ": nu: expected dtype ",
-                mu.scalar_type(), " (that of mu), got ", n.scalar_type());
-  } else {
-    n = default_positions(B, T, mu.options());
+  // T comes from the first of nu, delta, in_lens given, each checked before it is read.
+  if (nu.defined()) {
+    detail::check_tensor(nu, fn, "nu", 2, "[B, T]");
+    MONA_CHECK(nu.size(0) == B, fn, ": nu: expected [B, T] with B = ", B, ", got ", nu.sizes());
+    MONA_CHECK(nu.scalar_type() == mu.scalar_type(), fn, ": nu: expected dtype ",
+                mu.scalar_type(), " (that of mu), got ", nu.scalar_type());
   }
+  if (delta.defined()) detail::check_tensor(delta, fn, "delta", 2, "[B, T]");
+  const int64_t T = nu.defined()      ? nu.size(1)
+                    : delta.defined() ? delta.size(1)
+                                      : frames_of_in_lens(in_lens, fn, B);
+  const at::Tensor n = nu.defined() ? nu : default_positions(B, T, mu.options());
+  at::Tensor d = delta;
   if (d.defined()) {
-    detail::check_tensor(d, fn, "delta", 2, "[B, T]");
     detail::check_like(d, n, fn, "delta", "nu");
   } else {
     d = at::ones({B, T}, mu.options());
@@ -222,7 +244,7 @@ at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double
                 n.sizes(), " ", n.scalar_type());
   } else {
     MONA_CHECK(in_lens.defined(), fn, ": nu or in_lens must be given (they fix T)");
-    n = default_positions(B, in_lens.max().item<int64_t>(), mu.options());
+    n = default_positions(B, frames_of_in_lens(in_lens, fn, B), mu.options());
   }
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, n.size(1));
   const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
@@ -305,7 +327,7 @@ std::pair<at::Tensor, at::Tensor> GmmAttention::positions(const Memory& memory) 
   const int64_t B = memory.batch(), T = memory.in_len(), H = options_.gmm.num_heads;
   if (!source_aware_) {
     const auto o = memory.values.options();
-    return {at::arange(1, T + 1, o).view({1, 1, T}).expand({B, H, T}),
+    return {default_positions(T, o).view({1, 1, T}).expand({B, H, T}),
             at::ones({B, H, T}, o)};
   }
   const at::Tensor delta = torch::sigmoid(memory.keys).permute({0, 2, 1});  // [B, H, T]
@@ -486,7 +508,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
           d = 1.0 / (1.0 + std::exp(-logits.data_ptr<double>()[(j - pos.frames) * H + h]));
         }
         de.push_back(d);
-        nu.push_back(source_aware_ ? (sum += d) : static_cast<double>(j + 1));
+        nu.push_back(source_aware_ ? (sum += d) : default_position(j));
       }
     }
     pos.frames = n;

@@ -4,8 +4,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "check.h"
+#include "mona/audio/cmvn.h"
 #include "mona/nn/gmm_attention.h"
 #include "mona/nn/lstm.h"
 #include "mona/core/error.h"
@@ -153,6 +155,17 @@ void Encoder::set_normalization(const at::Tensor& mean, const at::Tensor& inv_st
   MONA_CHECK(inv_std.defined() && inv_std.dim() == 1 && inv_std.size(0) == options_.feature_dim, fn,
              ": inv_std: expected [F = ", options_.feature_dim, "], got ",
              inv_std.defined() ? inv_std.sizes() : at::IntArrayRef{});
+  // The values obey GlobalCmvn::from's rule (finite mean, finite inv_std > 0), the one the
+  // statistics a trainer computes pass: a NaN or 0 here would make every frame NaN or 0.
+  auto values = [](const at::Tensor& t) {
+    const at::Tensor d = t.detach().to(at::kCPU, at::kDouble).contiguous();
+    return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+  };
+  try {
+    (void)audio::GlobalCmvn::from(values(mean), values(inv_std));
+  } catch (const ArgumentError& e) {
+    ::mona::detail::fail(fn, ": ", e.what());
+  }
   torch::NoGradGuard no_grad;
   feature_mean_.copy_(mean);
   feature_inv_std_.copy_(inv_std);
@@ -188,6 +201,9 @@ at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
 std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, const at::Tensor& lengths) {
   const char* fn = "Encoder::forward";
   MONA_CHECK(inputs.defined() && inputs.device().is_cpu(), fn, ": inputs: expected a CPU tensor");
+  MONA_CHECK(inputs.dim() == 2 || inputs.dim() == 3, fn,
+             ": inputs: expected 2 dims (symbols [B, T]) or 3 (frames [B, T, F]), got ",
+             inputs.sizes());
   const at::Tensor lens = detail::check_lengths(lengths, fn, "lengths", inputs.size(0), inputs.size(1));
   MONA_CHECK(lens.defined(), fn, ": lengths must be given");
   at::Tensor x;

@@ -234,8 +234,32 @@ TEST(FbankOptions, ValidateNamesTheFieldAndValue) {
   FbankOptions o;
   o.num_mel_bins = 400;
   EXPECT_ERROR_CONTAINS(OnlineFbank{o}, "num_mel_bins = 400", "covers no FFT bin");
+  EXPECT_ERROR_CONTAINS(o.validate(), "num_mel_bins = 400", "mel bin 0 covers no FFT bin");
   FbankOptions ok;
   EXPECT_NO_THROW(ok.validate());
+}
+
+TEST(FbankOptions, ValidateRefusesWhatTheFilterbankRefuses) {
+  // 128 mel bins at 8 kHz (a 256-point FFT, 20 .. 4000 Hz): the low bins are narrower than
+  // an FFT bin and bin 4 is the first with no FFT bin under it. validate() used to accept
+  // these options and only the filterbank refused them.
+  FbankOptions o;
+  o.sample_rate = 8000;
+  o.num_mel_bins = 128;
+  const char* parts[] = {"FbankOptions: num_mel_bins = 128 is too many for an FFT of 256 points",
+                         "sample_rate = 8000 Hz", "low_freq = 20 Hz", "4000 Hz",
+                         "mel bin 4 covers no FFT bin"};
+  EXPECT_ERROR_CONTAINS(o.validate(), parts[0], parts[1], parts[2], parts[3], parts[4]);
+  EXPECT_ERROR_CONTAINS(OnlineFbank{o}, parts[0], parts[1], parts[2], parts[3], parts[4]);
+  EXPECT_ERROR_CONTAINS(compute_fbank(o, std::vector<float>(400, 0.f)), parts[4]);
+  // Every bin count the filterbank accepts, validate() accepts, and the reverse: 95 is the
+  // most at 8 kHz with these frames.
+  o.num_mel_bins = 95;
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_NO_THROW(OnlineFbank{o});
+  o.num_mel_bins = 96;
+  EXPECT_ERROR_CONTAINS(o.validate(), "num_mel_bins = 96", "mel bin 3 covers no FFT bin");
+  EXPECT_ERROR_CONTAINS(OnlineFbank{o}, "num_mel_bins = 96", "mel bin 3 covers no FFT bin");
 }
 
 TEST(FbankOptions, PrintsEveryField) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mona/core/error.h"
@@ -166,6 +167,51 @@ TEST(Plot, RenderIsDeterministicAndDependsOnWeights) {
                                                    "t", "mem");
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
+}
+
+TEST(Plot, CellsAreViridisOfTheirWeight) {
+  // A flat alignment: every cell has the weight v, so the commonest non-white colour of the
+  // picture is the cells' (12 cells of 28 x 28 pixels; text, frame and the colour bar's
+  // gradient are far fewer of any one colour). Expected: matplotlib's viridis(v) at the
+  // tenths (#440154 at 0, #21918c at 0.5, #fde725 at 1), halfway between two tenths at
+  // 0.85. The map used to place its stops at eighths though they were viridis' tenths, and
+  // its last segment ran from viridis(0.7) to viridis(1) (0.5 came out as viridis(0.4)).
+  const std::vector<std::pair<double, std::array<int, 3>>> cases = {
+      {0.0, rgb255(0.267004, 0.004874, 0.329415)},
+      {0.5, rgb255(0.127568, 0.566949, 0.550556)},
+      {0.8, rgb255(0.477504, 0.821444, 0.318195)},
+      {0.85, rgb255((0.477504 + 0.741388) / 2, (0.821444 + 0.873449) / 2,
+                    (0.318195 + 0.149561) / 2)},
+      {0.9, rgb255(0.741388, 0.873449, 0.149561)},
+      {1.0, rgb255(0.993248, 0.906157, 0.143936)}};
+  EXPECT_EQ(cases[1].second, (std::array<int, 3>{0x21, 0x91, 0x8c}));
+  EXPECT_EQ(cases[5].second, (std::array<int, 3>{0xfd, 0xe7, 0x25}));
+  for (const auto& [v, expected] : cases) {
+    const std::vector<float> flat(12, static_cast<float>(v));
+    const Image img = decode(mona::io::render_alignment_png(flat, 3, 4, labels(4, "i"),
+                                                            labels(3, "o"), "", "flat"));
+    ASSERT_GT(img.width, 0);
+    std::vector<std::pair<std::array<int, 3>, int>> counts;
+    for (const auto& p : img.pixels) {
+      if (p == std::array<int, 3>{255, 255, 255}) continue;
+      auto it = std::find_if(counts.begin(), counts.end(),
+                             [&](const auto& c) { return c.first == p; });
+      if (it == counts.end()) {
+        counts.push_back({p, 1});
+      } else {
+        ++it->second;
+      }
+    }
+    ASSERT_FALSE(counts.empty());
+    const auto commonest =
+        std::max_element(counts.begin(), counts.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    EXPECT_GE(commonest->second, 12 * 28 * 28) << "v = " << v;
+    EXPECT_LE(distance(commonest->first, expected), 1)
+        << "v = " << v << ": got (" << commonest->first[0] << ", " << commonest->first[1]
+        << ", " << commonest->first[2] << "), expected (" << expected[0] << ", " << expected[1]
+        << ", " << expected[2] << ")";
+  }
 }
 
 TEST(Plot, BadArgumentsNameThePathAndLeaveNoFile) {

@@ -786,6 +786,78 @@ TEST(Attention, HardStepIntoReusesOnlyUnsharedOutputs) {
   }
 }
 
+// Sampling (options.sample) draws from each stream's own generator (HardState::sample_rng,
+// started from options.seed): a stream decoded alone, the same stream decoded interleaved
+// step by step with another, and a second decoding of the same input all take the same
+// decisions; a different seed takes others. An exhausted step has no weights ([0]).
+TEST(Attention, SamplingDrawsFromEachStreamsOwnGenerator) {
+  for (const auto& mech : kMechanisms) {
+    if (mech == "soft") continue;  // no scan, no draws
+    torch::manual_seed(43);
+    auto o = small_options("dot");
+    o.init_r = 0.0;
+    o.sample = true;
+    auto att = make(mech, o);
+    const int64_t T = 40, U = 30;
+    const auto memory = torch::randn({T, o.memory_dim}, torch::kDouble);
+    const auto other_memory = torch::randn({T, o.memory_dim}, torch::kDouble);
+    const auto queries = torch::randn({U, o.query_dim}, torch::kDouble);
+    const auto decode = [&](nn::Attention& a, const at::Tensor& mem_values, nn::OnlineMemory& mem, nn::HardState& st,
+                            int64_t i) {
+      if (mem.size() == 0) {
+        a.extend(mem, mem_values);
+        mem.finish();
+      }
+      return a.hard_step(queries[i], mem, st);
+    };
+    std::vector<int64_t> alone, interleaved, again;
+    std::vector<core::ScanStatus> statuses;
+    {
+      nn::OnlineMemory m;
+      nn::HardState st;
+      for (int64_t i = 0; i < U; ++i) {
+        const auto out = decode(*att, memory, m, st, i);
+        alone.push_back(out.index);
+        statuses.push_back(out.status);
+        if (out.status == core::ScanStatus::kExhausted) {
+          EXPECT_EQ(out.weights.numel(), 0) << mech;
+          EXPECT_EQ(out.context.abs().sum().item<double>(), 0.0) << mech;
+        }
+      }
+    }
+    {
+      nn::OnlineMemory m, m_other;
+      nn::HardState st, st_other;
+      for (int64_t i = 0; i < U; ++i) {
+        decode(*att, other_memory, m_other, st_other, i);
+        interleaved.push_back(decode(*att, memory, m, st, i).index);
+      }
+    }
+    {
+      nn::OnlineMemory m;
+      nn::HardState st;
+      for (int64_t i = 0; i < U; ++i) again.push_back(decode(*att, memory, m, st, i).index);
+    }
+    EXPECT_EQ(interleaved, alone) << mech << ": another stream's draws changed this one's";
+    EXPECT_EQ(again, alone) << mech << ": a second decoding drew differently";
+    EXPECT_NE(std::count(statuses.begin(), statuses.end(), core::ScanStatus::kChose), 0) << mech;
+    // With p near 1/2 (r = 0, small energies) another seed gives other decisions.
+    auto o2 = o;
+    o2.seed = o.seed + 1;
+    auto att2 = make(mech, o2);
+    {
+      torch::NoGradGuard no_grad;
+      auto theirs = att2->named_parameters();
+      for (const auto& p : att->named_parameters()) theirs[p.key()].copy_(p.value());
+    }
+    std::vector<int64_t> reseeded;
+    nn::OnlineMemory m;
+    nn::HardState st;
+    for (int64_t i = 0; i < U; ++i) reseeded.push_back(decode(*att2, memory, m, st, i).index);
+    EXPECT_NE(reseeded, alone) << mech << ": the seed did not reach the draws";
+  }
+}
+
 // The online scan decides clear-cut energies against logit(tau) without evaluating the
 // sigmoid; every decision must still be the one p = 1 / (1 + exp(-e)) >= tau makes, also for
 // energies within rounding of the threshold. With d = 1, W = 1, g = 1, r = 0 and query 1,

@@ -421,6 +421,53 @@ TEST(CbEstimators, ArgumentErrors) {
   mona::test::expect_error([&] { MovingAverageBaseline bad(1.0); }, "decay must lie in");
 }
 
+TEST(CbEstimators, MovingAverageBaselineChecksShapes) {
+  // returns and mask are both [R, n]; a mask that would broadcast ([R, 1]) used to make the
+  // per-position counts shorter than n and the update read past them.
+  MovingAverageBaseline ma(0.5);
+  const Tensor G = torch::full({2, 4}, -3.0, kD);
+  const auto kB = torch::TensorOptions().dtype(torch::kBool);
+  mona::test::expect_error([&] { ma.update(G, torch::ones({2, 1}, kB)); },
+                           "MovingAverageBaseline::update: mask: expected sizes [R, n] = "
+                           "[2, 4] (those of returns), got [2, 1]");
+  mona::test::expect_error([&] { ma.update(torch::zeros({4}, kD), torch::ones({4}, kB)); },
+                           "MovingAverageBaseline::update: returns: expected 2 dims [R, n], "
+                           "got [4]");
+  mona::test::expect_error([&] { ma.update(G, torch::ones({2, 4}, kD)); },
+                           "MovingAverageBaseline::update: mask: expected dtype bool, got "
+                           "Double");
+  mona::test::expect_error([&] { ma.update(G, Tensor()); },
+                           "MovingAverageBaseline::update: mask must be a defined tensor");
+  // Nothing was folded in by the refused calls; a valid one still works.
+  EXPECT_EQ(ma.values(4).abs().sum().item<double>(), 0.0);
+  Tensor m = torch::ones({2, 4}, kB);
+  m[1][3] = false;
+  ma.update(G, m);
+  EXPECT_TRUE(torch::equal(ma.values(4), torch::full({4}, -3.0, kD)));
+}
+
+TEST(CbEstimators, ParseErrorListsEveryEstimatorName) {
+  std::string msg;
+  try {
+    parse_cb_estimator("rebar");
+  } catch (const mona::Error& e) {
+    msg = e.what();
+  }
+  const std::string head = "unknown estimator 'rebar'; expected one of ";
+  const size_t at = msg.find(head);
+  ASSERT_NE(at, std::string::npos) << msg;
+  // The accepted list is exactly the names of the enumerators, in order.
+  std::string expected;
+  for (auto est : {CbEstimator::kReinforceBernoulli, CbEstimator::kCb, CbEstimator::kDb,
+                   CbEstimator::kIdb, CbEstimator::kBb, CbEstimator::kStraightThroughIdb,
+                   CbEstimator::kStraightThroughBb, CbEstimator::kExact}) {
+    const std::string name = cb_estimator_name(est);
+    EXPECT_EQ(parse_cb_estimator(name), est) << name;
+    expected += (expected.empty() ? "" : ", ") + name;
+  }
+  EXPECT_EQ(msg.substr(at + head.size()), expected);
+}
+
 TEST(CbEstimators, FloatAndEmptyLabelRowsWork) {
   // float32, rows with L = 0 and L = T: every estimator gives a finite loss and gradient.
   Tensor x = torch::randn({3, 4}).requires_grad_();

@@ -102,6 +102,55 @@ TEST(GmmFunctional, LengthPenalty) {
   EXPECT_EQ(off.abs().sum().item<double>(), 0.0);
 }
 
+TEST(GmmFunctional, InLensAreCheckedBeforeTheyFixT) {
+  // With nu and delta left out, T = max(in_lens): in_lens is checked before its maximum is
+  // read (a negative one used to reach at::arange, whose error names no argument).
+  auto mu = torch::ones({1, 2, 1}, torch::kDouble), var = torch::ones({1, 2, 1}, torch::kDouble);
+  expect_error([&] { nn::gmm_attention_weights(mu, var, {}, {}, {}, {}, torch::tensor({-3})); },
+               "mona::nn::gmm_attention_weights: in_lens[0] must lie in [0, "
+               "9223372036854775807], got -3");
+  expect_error([&] { nn::gmm_length_penalty(mu, {}, 0.5, torch::tensor({-3})); },
+               "mona::nn::gmm_length_penalty: in_lens[0] must lie in [0, "
+               "9223372036854775807], got -3");
+  const auto float_lens = torch::tensor({2.5}, torch::kDouble);
+  expect_error([&] { nn::gmm_attention_weights(mu, var, {}, {}, {}, {}, float_lens); },
+               "mona::nn::gmm_attention_weights: in_lens: expected an integer dtype (int64), "
+               "got Double");
+  expect_error([&] { nn::gmm_length_penalty(mu, {}, 0.5, torch::tensor({3, 4})); },
+               "mona::nn::gmm_length_penalty: in_lens: expected shape [B] = [1], got [2]");
+  // nu and delta are checked before their size fixes T too.
+  expect_error([&] { nn::gmm_attention_weights(mu, var, {}, torch::tensor(1.0), {}); },
+               "mona::nn::gmm_attention_weights: nu: expected 2 dims [B, T], got []");
+  expect_error([&] { nn::gmm_attention_weights(mu, var, {}, {}, torch::tensor(1.0)); },
+               "mona::nn::gmm_attention_weights: delta: expected 2 dims [B, T], got []");
+  // An empty batch has T = 0 rather than an error from the maximum of no lengths.
+  const auto empty_lens = torch::zeros({0}, torch::kLong);
+  EXPECT_EQ(nn::gmm_attention_weights(torch::ones({0, 2, 1}, torch::kDouble),
+                                      torch::ones({0, 2, 1}, torch::kDouble), {}, {}, {}, {},
+                                      empty_lens)
+                .sizes()
+                .vec(),
+            (std::vector<int64_t>{0, 2, 0}));
+  EXPECT_EQ(nn::gmm_length_penalty(torch::ones({0, 2, 1}, torch::kDouble), {}, 0.5, empty_lens)
+                .sizes()
+                .vec(),
+            (std::vector<int64_t>{0}));
+}
+
+TEST(GmmFunctional, DefaultPositionsAreJPlusOne) {
+  // nu left out means nu_j = j + 1 (and delta_j = 1), T = max(in_lens).
+  torch::manual_seed(4);
+  auto mu = torch::rand({2, 3, 2}, torch::kDouble) * 5;
+  auto var = torch::rand({2, 3, 2}, torch::kDouble) + 0.5;
+  const auto in_lens = torch::tensor({4, 6}, torch::kLong);
+  const auto nu = torch::arange(1, 7, torch::kDouble).unsqueeze(0).expand({2, 6}).contiguous();
+  const auto delta = torch::ones({2, 6}, torch::kDouble);
+  EXPECT_TRUE(torch::equal(nn::gmm_attention_weights(mu, var, {}, {}, {}, {}, in_lens),
+                           nn::gmm_attention_weights(mu, var, {}, nu, delta, {}, in_lens)));
+  EXPECT_TRUE(torch::equal(nn::gmm_length_penalty(mu, {}, 0.5, in_lens),
+                           nn::gmm_length_penalty(mu, nu, 0.5, in_lens)));
+}
+
 TEST(GmmAttentionModule, StepUnrolledEqualsForwardAndGradientsReachParameters) {
   torch::manual_seed(3);
   const int64_t B = 2, U = 4, T = 9;

@@ -129,6 +129,51 @@ TEST(Seq2Seq, TimeReductionAndNormalizationErrorsNameTheValue) {
 // With lookahead k, memory entry t is a function of inputs 0 .. t + k exactly: streaming
 // releases it when input t + k arrives, changing input t + k moves it, changing any later
 // input does not.
+TEST(Seq2Seq, SetNormalizationRefusesWhatGlobalCmvnRefuses) {
+  // GlobalCmvn::from's rule: a finite mean, an inv_std finite and > 0 (a NaN mean or a zero
+  // inv_std would turn every frame into NaN or 0). The refused call leaves the
+  // normalisation as it was.
+  ModelOptions o = tiny_monotonic_options("mocha");
+  o.input_kind = "features";
+  o.feature_dim = 4;
+  nn::Encoder enc(o);
+  const torch::Tensor mean = torch::tensor({1.0, 2.0, 3.0, 4.0}), inv = torch::full({4}, 0.5);
+  enc.set_normalization(mean, inv);
+  const float nan = std::nanf(""), inf = INFINITY;
+  expect_error([&] { enc.set_normalization(torch::tensor({0.f, nan, 0.f, 0.f}), inv); },
+               "Encoder::set_normalization: GlobalCmvn::from: mean[1] = nan: expected finite");
+  expect_error([&] { enc.set_normalization(torch::tensor({0.f, 0.f, inf, 0.f}), inv); },
+               "Encoder::set_normalization: GlobalCmvn::from: mean[2] = inf: expected finite");
+  expect_error([&] { enc.set_normalization(mean, torch::tensor({1.f, 1.f, 1.f, 0.f})); },
+               "Encoder::set_normalization: GlobalCmvn::from: inv_std[3] = 0: expected finite "
+               "and > 0");
+  expect_error([&] { enc.set_normalization(mean, torch::tensor({-1.f, 1.f, 1.f, 1.f})); },
+               "inv_std[0] = -1: expected finite and > 0");
+  expect_error([&] { enc.set_normalization(mean, torch::tensor({1.f, inf, 1.f, 1.f})); },
+               "inv_std[1] = inf: expected finite and > 0");
+  EXPECT_TRUE(torch::equal(enc.feature_mean(), mean.to(enc.feature_mean().scalar_type())));
+  const torch::Tensor x = torch::ones({1, 2, 4});
+  EXPECT_TRUE(torch::allclose(enc.normalize(x), (x - mean) * 0.5));
+}
+
+TEST(Seq2Seq, EncoderForwardChecksInputRankBeforeReadingIt) {
+  // A 1-dim or 0-dim input used to reach inputs.size(1) and fail with LibTorch's IndexError.
+  ModelOptions o = tiny_monotonic_options("mocha");
+  nn::Encoder symbols(o);
+  expect_error([&] { symbols.forward(torch::zeros({3}, torch::kLong), torch::tensor({3L})); },
+               "Encoder::forward: inputs: expected 2 dims (symbols [B, T]) or 3 (frames "
+               "[B, T, F]), got [3]");
+  expect_error([&] { symbols.forward(torch::tensor(2L), torch::tensor({1L})); },
+               "Encoder::forward: inputs: expected 2 dims (symbols [B, T]) or 3 (frames "
+               "[B, T, F]), got []");
+  o.input_kind = "features";
+  o.feature_dim = 4;
+  nn::Encoder frames(o);
+  expect_error([&] { frames.forward(torch::zeros({1, 2, 3, 4}), torch::tensor({2L})); },
+               "Encoder::forward: inputs: expected 2 dims (symbols [B, T]) or 3 (frames "
+               "[B, T, F]), got [1, 2, 3, 4]");
+}
+
 TEST(Seq2Seq, LookaheadEntrySeesExactlyKMoreInputs) {
   for (int64_t k : {1, 3}) {
     torch::manual_seed(7);

@@ -25,6 +25,17 @@ from conftest import random_p
     (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1), window="wide",
                                      in_lens=torch.tensor([3])),
      "window: expected 'none', 'adaptive' or 'fixed', got 'wide'"),
+    # in_lens fixes T when nu and delta are left out: it is checked before its maximum is read
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1),
+                                     in_lens=torch.tensor([-3])),
+     "mona::nn::gmm_attention_weights: in_lens[0] must lie in [0, 9223372036854775807], got -3"),
+    (lambda: F.gmm_length_penalty(torch.rand(1, 2, 1), None, 5e-4, torch.tensor([-3])),
+     "mona::nn::gmm_length_penalty: in_lens[0] must lie in [0, 9223372036854775807], got -3"),
+    # lambda_ is checked where the penalty is computed (the core), once
+    (lambda: F.gmm_length_penalty(torch.rand(1, 2, 1), None, -1.0, torch.tensor([3])),
+     "gmm_length_penalty: lambda: expected a finite value >= 0, got -1"),
+    (lambda: F.gmm_length_penalty(torch.rand(1, 2, 1), torch.rand(1, 3), float("nan")),
+     "gmm_length_penalty: lambda: expected a finite value >= 0, got nan"),
     (lambda: F.poisson_binomial_log_prob(torch.randn(1, 3), torch.tensor([4])),
      "k[0] must be <= T = 3 (cannot have more highs than trials), got 4"),
     (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "xx"),

@@ -46,7 +46,8 @@
 // It is not Kaldi's random stream (no two tools share one); with dither 0 there is none.
 //
 // Errors: mona::ArgumentError from FbankOptions::validate (called by every constructor),
-// naming the field and the value; from accept_waveform after input_finished, or a null
+// naming the field and the value (or, for too many mel bins, the options and the first mel
+// bin that covers no FFT bin); from accept_waveform after input_finished, or a null
 // pointer with n > 0.
 // Threads: an OnlineFbank is used by one thread at a time; distinct objects and
 // compute_fbank run in parallel freely (FFTW plans are made once per FFT size under a mutex,
@@ -111,7 +112,10 @@ struct FbankOptions {
   /// at most L - L/2 samples. The one formula for frame times (stream::StreamResult::times_ms,
   /// train::EvalResult's word delays and audio seconds).
   double frame_end_ms(int64_t frame) const;
-  /// ArgumentError naming the field and its value when an option is out of range.
+  /// ArgumentError naming the field and its value when an option is out of range, or the
+  /// options and the first empty mel bin when the options leave a mel bin without an FFT
+  /// bin (num_mel_bins too many for the FFT length and band, e.g. 128 at 8 kHz with the
+  /// default frames): whatever OnlineFbank's constructor would refuse, validate() refuses.
   void validate() const;
   /// Printable form, "FbankOptions(name=value, ...)", one name=value per field.
   std::string to_string() const;

@@ -4,9 +4,10 @@
 // and concatenated into an utterance; test sets longer than anything trained on.
 //
 // Three synthesizers, run as programs (no shell; arguments are passed as they are):
-//   espeak-ng  every English accent (en-gb, en-us, en-029, en-gb-scotland, en-gb-x-gbclan,
-//              en-gb-x-gbcwmd, en-gb-x-rp) with every voice variant of espeak-ng-data
-//              (m1..m8, f1..f5, klatt.., Alicia, ...) and with none: "en-us+f3"
+//   espeak-ng  every English accent (en-029, en-gb, en-gb-scotland, en-gb-x-gbclan,
+//              en-gb-x-gbcwmd, en-gb-x-rp, en-us, en-us-nyc) with every voice variant of
+//              espeak-ng-data (m1..m8, f1..f5, klatt.., Alicia, ...) and with none:
+//              "en-us+f3"
 //   flite      its built-in voices kal (8 kHz), kal16, awb, rms, slt (not awb_time, a
 //              limited-domain voice that only tells the time)
 //   festival   the English festvox voices Debian ships: kal_diphone, ked_diphone,

@@ -89,9 +89,11 @@ struct AttentionOptions {
   std::string monotonic_energy = "additive";  ///< 002 eq. 16 "additive" | eq. 17 "dot"
   double init_r = -4.0;         ///< initial r of the monotonic energy (002 App. G)
   double noise_std = 1.0;       ///< pre-sigmoid noise in training mode (002 sec. 2.5)
-  uint64_t seed = 0;            ///< seeds the training noise and hard-step sampling
+  uint64_t seed = 0;            ///< seeds the training noise and each stream's hard-step sampling
   int64_t chunk_size = 4;       ///< w (MoChA)
-  double tau = 0.5;             ///< hard step chooses when p_choose >= tau (002 sec. 2.5)
+  /// hard step chooses when p_choose >= tau (000 Algorithm 1, p >= 0.5; 002 sec. 2.5 writes
+  /// p > tau, which differs only when p equals tau exactly)
+  double tau = 0.5;
   bool sample = false;          ///< hard step samples z ~ Bernoulli(p) instead
   GmmAttentionOptions gmm;      ///< the GMM family's settings (ignored by the others)
   /// Throws mona::ArgumentError naming the field and value when a setting is invalid.
@@ -206,6 +208,12 @@ struct HardState {
   int64_t resume = 0;    ///< where the current step continues its scan
   bool exhausted = false;  ///< ran off the end of a finished input
   std::shared_ptr<const HardStateExtension> extension;  ///< mechanism-specific, or null
+  /// Sampling mode (AttentionOptions::sample): the stream's own generator of the draws
+  /// z ~ Bernoulli(p), started from AttentionOptions::seed at its first sampled step. A
+  /// copy (a beam hypothesis) continues the same sequence; no stream's draws depend on
+  /// another's, and the same input gives the same draws however often it is decoded.
+  core::Rng sample_rng{0};
+  bool sample_rng_started = false;
 };
 
 /// Result of a hard (test-time) step.
@@ -214,10 +222,11 @@ struct HardStepOutput {
   /// chosen, context valid), kNeedMoreInput (every available entry scanned; call again after
   /// more input), kExhausted (finished input scanned without choosing; context is zero).
   core::ScanStatus status = core::ScanStatus::kNeedMoreInput;
-  /// [Dh] (undefined when status is kNeedMoreInput, except after hard_step_into, which
-  /// then leaves the previous tensor in place)
+  /// [Dh], zero when status is kExhausted (undefined when it is kNeedMoreInput, except after
+  /// hard_step_into, which then leaves the previous tensor in place, as for weights)
   at::Tensor context;
-  at::Tensor weights;        ///< weights of the chunk entries [begin, index] ([n])
+  /// weights of the chunk entries [begin, index] ([n]); [0] when status is kExhausted
+  at::Tensor weights;
   int64_t index = -1;        ///< t_i, the chosen entry (last entry of the chunk)
   int64_t begin = -1;        ///< first entry of the attended chunk
   int64_t monotonic_energies = 0;  ///< monotonic energies evaluated by this call
@@ -286,7 +295,8 @@ class Attention : public torch::nn::Module {
   /// and keep every entry.
   virtual int64_t first_needed(const HardState& state) const { (void)state; return 0; }
 
-  /// Restarts the training-noise and sampling generators from `seed`.
+  /// Restarts the training-noise generator from `seed`. (Sampling at test time draws from
+  /// each stream's HardState::sample_rng.)
   void reseed_noise(uint64_t seed);
   /// State of the training-noise generator (saved in checkpoints for exact resumption).
   at::Tensor noise_state() const { return noise_gen_.get_state(); }
@@ -331,7 +341,6 @@ class Attention : public torch::nn::Module {
   AttentionOptions options_;
   core::EnergyThreshold threshold_rule_;  ///< sigmoid(e) >= tau, decided on the energy
   at::Generator noise_gen_;
-  core::Rng sample_rng_;
 };
 
 /// One training sequence's steps through an attention mechanism (Attention::unroll).

@@ -65,6 +65,8 @@ class MovingAverageBaseline {
   at::Tensor values(int64_t n) const;
   /// Folds in the mean of returns [R, n] over the rows where mask [R, n] (bool) is true, per
   /// position: v = decay * v + (1 - decay) * mean (the first observation sets v = mean).
+  /// returns is a CPU float32/float64 tensor, mask a CPU bool tensor of the same sizes;
+  /// anything else throws mona::ArgumentError and leaves the baseline unchanged.
   void update(const at::Tensor& returns, const at::Tensor& mask);
   double decay() const { return decay_; }
 

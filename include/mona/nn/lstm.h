@@ -20,7 +20,8 @@
 //     Backward: per step the kernel and one GEMM (dL/dh_prev); then the weight and input
 //     gradients as one GEMM each over all steps.
 //   * lstm_cell is one autograd node per step (two GEMMs and the kernel forward; the kernel
-//     and five GEMMs backward), for decoders whose next input depends on the step's output.
+//     and four GEMMs backward: dL/dx, dL/dh_prev, dL/dW_ih, dL/dW_hh), for decoders whose
+//     next input depends on the step's output.
 //   * UnrolledLstmCell is such a decoder's cell over a whole training sequence: per step one
 //     node with one GEMM each way, and the weight gradients taken once, as one GEMM over all
 //     steps, after the last step's backward.

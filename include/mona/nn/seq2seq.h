@@ -168,7 +168,9 @@ class Encoder : public torch::nn::Module {
   /// variance normalisation of feature and audio models (identity until set).
   at::Tensor normalize(const at::Tensor& frames) const;
   /// Sets the normalisation (mean [F], inv_std [F]; saved with the model's buffers).
-  /// Throws mona::ArgumentError naming the argument for a wrong size or a symbols model.
+  /// Throws mona::ArgumentError naming the argument for a wrong size, a symbols model, or
+  /// values that mona::audio::GlobalCmvn::from refuses (a non-finite mean, an inv_std not
+  /// finite and > 0), naming the first such bin and its value.
   void set_normalization(const at::Tensor& mean, const at::Tensor& inv_std);
   /// The normalisation's mean [F] (undefined for a symbols model).
   const at::Tensor& feature_mean() const { return feature_mean_; }
