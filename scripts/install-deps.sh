@@ -30,7 +30,7 @@ full_pkgs=(
   # headers, which libdnnl-dev only recommends (and recommendations are not installed here).
   libdnnl-dev ocl-icd-opencl-dev
   libcli11-dev
-  # bench/plain_loop_peer.cc: the online step written as a plain Eigen loop (a peer).
+  # bench/peers.cc: the online step written as a plain Eigen loop (a peer).
   libeigen3-dev
   # scripts/measure-stream-memory.sh: GNU time for the peak resident memory
   time
@@ -67,7 +67,7 @@ if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
   SUDO="sudo"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Through env, so that sudo (which resets the environment) passes it on.
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: done"

@@ -59,7 +59,12 @@ model: {input_kind: audio, features: {num_mel_bins: 20}, conv_channels: 4, encod
 train: {output_dir: $work/run-$mech, batch_size: 8, max_steps: 2000, eval_every: 2000, threads: 1,
         optimizer: {learning_rate: 0.01}}
 YAML
-  "$mona" train "$work/$mech.yaml" > "$work/train-$mech.log" 2>&1
+  # The log is in $work, which the exit trap removes: on a failure, show its end first.
+  "$mona" train "$work/$mech.yaml" > "$work/train-$mech.log" 2>&1 || {
+    echo "measure-stream-memory: training $mech failed; the end of its log:" >&2
+    tail -n 20 "$work/train-$mech.log" >&2
+    exit 1
+  }
   lengths="60 3600"
   [[ $mech == soft ]] && lengths=60
   for seconds in $lengths; do

@@ -19,11 +19,22 @@ letters "$src/test.tsv" 2 3 > "$dst/test_2_3.tsv"
 letters "$src/test.tsv" 4 10 > "$dst/test_4_10.tsv"
 letters "$src/test.tsv" 11 1000 > "$dst/test_11_plus.tsv"
 names=(soft_uni mocha_w4 sagmm_tr)
+pids=()
 for n in "${names[@]}"; do
   # --overwrite: a second run of the script retrains (mona refuses to replace a run otherwise)
-  "$mona" train "recipes/g2p-cmudict/configs/length/$n.yaml" --overwrite > "runs/g2p-length/$n.train.txt" 2>/dev/null &
+  "$mona" train "recipes/g2p-cmudict/configs/length/$n.yaml" --overwrite > "runs/g2p-length/$n.train.txt" \
+    2> "runs/g2p-length/$n.progress.txt" &
+  pids+=($!)
 done
-wait
+failed=0
+for k in "${!names[@]}"; do
+  if ! wait "${pids[$k]}"; then
+    echo "length.sh: training ${names[$k]} failed; the end of runs/g2p-length/${names[$k]}.progress.txt:" >&2
+    tail -n 5 "runs/g2p-length/${names[$k]}.progress.txt" >&2
+    failed=1
+  fi
+done
+((failed == 0)) || exit 1
 field() { printf '%s' "$1" | sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p"; }
 printf '| mechanism (trained on 4-10 letters) | 2-3 letters PER / WER | 4-10 letters PER / WER | 11+ letters PER / WER | steps |\n| --- | --- | --- | --- | --- |\n'
 for n in "${names[@]}"; do

@@ -22,17 +22,28 @@ train_one() {
   # --overwrite: running the recipe again retrains from scratch (mona refuses to replace a run otherwise)
   "$mona" train "recipes/g2p-cmudict/configs/$name.yaml" --overwrite > "runs/g2p/$name.train.txt" 2> "runs/g2p/$name.progress.txt"
 }
+# result FILE ARGS...: `mona eval ARGS --json` into FILE through a temporary name, so that a
+# failed evaluation leaves no FILE (the table then shows "-", not a score). One thread each:
+# two evaluations run side by side, one per core (eval's default of two threads each would
+# put four threads on the two cores).
+result() {
+  local file=$1
+  shift
+  rm -f "$file"
+  if "$mona" --threads 1 eval "$@" --json > "$file.part"; then mv "$file.part" "$file"; else rm -f "$file.part"; return 1; fi
+}
 eval_one() {
   local name=$1 ckpt="runs/g2p/$1/best.ckpt"
-  "$mona" eval "$ckpt" "$test_tsv" --beam 0 --json > "runs/g2p/$name.greedy.json"
-  "$mona" eval "$ckpt" "$test_tsv" --beam 8 --limit 2000 --json > "runs/g2p/$name.beam8.json"
-  "$mona" eval "$ckpt" "$test_tsv" --beam 0 --expected --json > "runs/g2p/$name.expected.json"
+  result "runs/g2p/$name.greedy.json" "$ckpt" "$test_tsv" --beam 0
+  result "runs/g2p/$name.beam8.json" "$ckpt" "$test_tsv" --beam 8 --limit 2000
+  result "runs/g2p/$name.expected.json" "$ckpt" "$test_tsv" --beam 0 --expected
 }
 mkdir -p runs/g2p
 two_at_a_time train_one "${configs[@]}"
 two_at_a_time eval_one "${configs[@]}"
 
-field() { sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1"; }
+# A field of an evaluation's JSON, or nothing when the evaluation left no file.
+field() { [[ -s $1 ]] && sed -n "s/.*\"$2\": \([0-9.eE+-]*\).*/\1/p" "$1" || true; }
 printf '| config | test PER | test WER | PER beam 8 | WER beam 8 | PER expected | WER expected | words/s greedy | words/s beam 8 | training |\n'
 printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
 for name in "${configs[@]}"; do
@@ -42,5 +53,8 @@ for name in "${configs[@]}"; do
       -v bp="$(field $b token_error_rate)" -v bw="$(field $b sequence_error_rate)" \
       -v ep="$(field $e token_error_rate)" -v ew="$(field $e sequence_error_rate)" \
       -v gs="$(field $g inputs_per_second)" -v bs="$(field $b inputs_per_second)" -v st="$steps" \
-      'BEGIN { printf "| %s | %.2f%% | %.2f%% | %.2f%% | %.2f%% | %.2f%% | %.2f%% | %.0f | %.0f | %s |\n", n, 100*gp, 100*gw, 100*bp, 100*bw, 100*ep, 100*ew, gs, bs, st }'
+      'function pct(x) { return x == "" ? "-" : sprintf("%.2f%%", 100 * x) }
+       function num(x) { return x == "" ? "-" : sprintf("%.0f", x) }
+       BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, pct(gp), pct(gw), pct(bp), pct(bw),
+               pct(ep), pct(ew), num(gs), num(bs), (st == "" ? "-" : st) }'
 done

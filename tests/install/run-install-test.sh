@@ -4,8 +4,8 @@
 # builds and runs the consumer projects next to this script against that prefix only:
 #   core-consumer    find_package(mona COMPONENTS core), links mona::core; must not link
 #                    LibTorch; computes a monotonic alignment checked against hand values
-#   audio-consumer   find_package(mona COMPONENTS audio), links mona::audio (no LibTorch,
-#                    no mona::io): PCM in, resampled, log-mel frames checked
+#   audio-consumer   find_package(mona COMPONENTS audio), links mona::audio (no LibTorch;
+#                    mona::io comes with it): PCM in, resampled, log-mel frames checked
 #   stream-consumer  find_package(mona COMPONENTS nn stream) (builds with LibTorch only):
 #                    streaming decoding equals Recognizer::recognize. In a torch-free
 #                    build, its configure step must fail saying that nn is not installed.
@@ -74,7 +74,7 @@ programs=(mona-prepare-cmudict)
 absent_libs=(nn stream train)
 if [[ "$torch" == ON ]]; then
   libs+=(nn stream train)
-  programs+=(mona mona-cb-toy)
+  programs+=(mona mona-cb-toy mona-make-spoken-commands)
   absent_libs=()
 fi
 config_file=$(find "$prefix" -path '*/cmake/mona/monaConfig.cmake' | head -n 1)
