@@ -141,15 +141,18 @@ std::vector<DataSet> make_pool(Attention& att, int64_t T, int64_t U, at::ScalarT
 // How many data sets a point cycles through. The grid cycles through 10 (2 beyond T = 1000),
 // which at T = U <= 100 stay in the caches, as a decoder's memory does while it is being
 // decoded. The scaling sweep ("cold") instead gives every trial a data set no earlier trial
-// of the point touched: a pool of at least kColdBytes, 8x this machine's L3, so that every
-// size reads its memory from DRAM and the growth with T measures the algorithm rather than
-// the cache level the memory happens to fit in (a [1000, 256] float64 memory with its keys
-// is 4 MiB, beyond the L2; at T = 100 it is 400 KiB).
-constexpr double kColdBytes = 256.0 * (1 << 20);
+// of the point touched: a pool of cold_bytes(), 4x this machine's L3 as glibc reports it (at
+// least 256 MiB), so that every size reads its memory from DRAM and the growth with T
+// measures the algorithm rather than the cache level the memory happens to fit in (a
+// [1000, 256] float64 memory with its keys is 4 MiB, beyond the L2; at T = 100 it is 400 KiB).
+double cold_bytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return std::max(256.0 * (1 << 20), 4.0 * static_cast<double>(l3 > 0 ? l3 : 0));
+}
 int64_t pool_size(int64_t T, int64_t U, at::ScalarType dtype, bool cold) {
   if (!cold) return T <= 1000 ? 10 : 2;
   const double bytes = static_cast<double>((2 * T + U) * kDim) * at::elementSize(dtype);
-  return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(kColdBytes / bytes)));
+  return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(cold_bytes() / bytes)));
 }
 
 // The L2 this benchmark sizes its L2-resident pool by: glibc's per-core figure (from CPUID),
@@ -474,8 +477,10 @@ void register_all() {
 
 int main(int argc, char** argv) {
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
-  at::set_num_threads(g_config.threads);
-  mona::nn::use_best_blas_kernels();  // what mona's programs run (mona/nn/threads.h)
+  // As mona's programs run (mona/nn/threads.h): the best OpenBLAS kernels, ATen's team at
+  // --threads and OpenBLAS's own pool kept to the calling thread, so that the GEMM probe and
+  // Attention::extend's products run on the one core the timer counts.
+  mona::nn::set_threads(g_config.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   register_all();

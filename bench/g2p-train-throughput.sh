@@ -9,7 +9,9 @@
 #
 # mona: `mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` with train.threads = 1 or 2
 # (shards of each batch in parallel, include/mona/nn/threads.h), 100 + N steps, the target
-# tokens per second of the log records after step 100. Peer: 20 warm-up steps, then N timed
+# tokens of the steps after step 100 over their time (from the log records, each a window of
+# 100 steps with its rate; the windows' tokens summed over their seconds, the same aggregate
+# the peer reports). Peer: 20 warm-up steps, then N timed
 # steps, torch.set_num_threads(1 or 2) and OPENBLAS_NUM_THREADS the same count, so that
 # both sides run on as many threads as the row says: torch.set_num_threads does not reach
 # the pool that Debian's OpenBLAS (libopenblas0-pthread) keeps beside ATen's, one thread per
@@ -47,19 +49,39 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rows="$work/rows.csv"
 echo "impl,threads,round,tokens_per_second" > "$rows"
+# fail MESSAGE [LOG]: the message and the end of LOG on stderr, and the script stops (the
+# exit trap removes the work folder, so the log is shown first).
+fail() {
+  echo "g2p-train-throughput: $1" >&2
+  if [[ -n ${2:-} && -s $2 ]]; then tail -n 20 "$2" >&2; fi
+  exit 1
+}
+# number VALUE WHAT: VALUE if it is a positive number, else the script stops naming WHAT.
+number() {
+  [[ $1 =~ ^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$ ]] && awk -v v="$1" 'BEGIN { exit !(v > 0) }' ||
+    fail "$2: expected a positive number of target tokens/s, got '$1'"
+  printf '%s' "$1"
+}
 mona_run() {  # threads [output dir, default $work/run] -> target tokens/s after step 100
-  local out=${2:-$work/run}
+  local out=${2:-$work/run} log=${2:-$work/run}.log
+  rm -rf "$out"  # a failed run must not leave an earlier run's log to be read
   "$mona" train recipes/g2p-cmudict/configs/mocha_w4.yaml --overwrite --set "train.output_dir=$out" \
     --set "train.threads=$1" --set "train.max_steps=$((100 + steps))" --set train.log_every=100 \
-    --set train.eval_every=1000000 --set train.plot_every=0 --set train.eval_limit=1 >/dev/null 2>&1
-  grep '"event":"train"' "$out/train.jsonl" | tail -n +2 |
-    sed 's/.*"tokens_per_second":\([0-9.e+]*\).*/\1/' | awk '{ s += $1; n++ } END { printf "%.1f", s / n }'
+    --set train.eval_every=1000000 --set train.plot_every=0 --set train.eval_limit=1 >"$log" 2>&1 ||
+    fail "mona train with $1 thread(s) failed:" "$log"
+  # Records after step 100: each window's seconds from the run's clock ("minutes"), its tokens
+  # = rate x seconds; the aggregate is the tokens over the seconds.
+  grep '"event":"train"' "$out/train.jsonl" |
+    sed 's/.*"minutes":\([0-9.e+-]*\).*"tokens_per_second":\([0-9.e+-]*\).*/\1 \2/;
+         s/.*"tokens_per_second":\([0-9.e+-]*\).*"minutes":\([0-9.e+-]*\).*/\2 \1/' |
+    awk 'NR > 1 { dt = ($1 - m) * 60; tokens += $2 * dt; seconds += dt } { m = $1 }
+         END { if (seconds > 0) printf "%.1f", tokens / seconds }'
 }
 mona_side_by_side() {  # -> the mean target tokens/s of two one-thread runs started together
   mona_run 1 "$work/left" > "$work/left.tps" &
   local left=$!
-  mona_run 1 "$work/right" > "$work/right.tps"
-  wait "$left"
+  mona_run 1 "$work/right" > "$work/right.tps" || exit 1
+  wait "$left" || exit 1
   awk '{ s += $1 } END { printf "%.1f", s / 2 }' "$work/left.tps" "$work/right.tps"
 }
 peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> target tokens/s
@@ -75,13 +97,19 @@ peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernel
       --threads "$1" --steps "$steps"
   fi | cut -d' ' -f1
 }
+# Each value is checked before it is written: a failed run stops the script (a command
+# substitution inside echo would hide its failure).
 for ((r = 1; r <= rounds; ++r)); do
   for t in 1 2; do
-    echo "mona,$t,$r,$(mona_run "$t")" >> "$rows"
-    echo "pytorch_eager,$t,$r,$(peer_run "$t" "$t")" >> "$rows"
+    v=$(mona_run "$t") || exit 1
+    echo "mona,$t,$r,$(number "$v" "mona, $t thread(s), round $r")" >> "$rows"
+    v=$(peer_run "$t" "$t") || fail "the peer with $t thread(s) failed (round $r)"
+    echo "pytorch_eager,$t,$r,$(number "$v" "the peer, $t thread(s), round $r")" >> "$rows"
   done
-  echo "pytorch_eager_blas_pool,1,$r,$(peer_run 1)" >> "$rows"
-  echo "mona_side_by_side,1,$r,$(mona_side_by_side)" >> "$rows"
+  v=$(peer_run 1) || fail "the peer with OpenBLAS's own pool failed (round $r)"
+  echo "pytorch_eager_blas_pool,1,$r,$(number "$v" "the peer with OpenBLAS's own pool, round $r")" >> "$rows"
+  v=$(mona_side_by_side) || exit 1
+  echo "mona_side_by_side,1,$r,$(number "$v" "two mona runs side by side, round $r")" >> "$rows"
 done
 [[ -n $csv ]] && cp "$rows" "$csv.tmp" && mv "$csv.tmp" "$csv"
 for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2" "pytorch_eager_blas_pool,1" "mona_side_by_side,1"; do

@@ -128,7 +128,9 @@ void bm_one_by_one(benchmark::State& state) { run(state, false); }
 
 int main(int argc, char** argv) {
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/false);
-  mona::nn::use_best_blas_kernels();  // what mona's programs run (mona/nn/threads.h)
+  // One thread, as mona's programs run it (mona/nn/threads.h): ATen's team and OpenBLAS's own
+  // pool on the calling thread, with the best OpenBLAS kernels.
+  mona::nn::set_threads(1);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   for (auto [name, fn] : {std::pair{"streams/decode_streams", &bm_together}, std::pair{"streams/one_by_one", &bm_one_by_one}}) {

@@ -343,7 +343,10 @@ void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
 
 void register_all() {
   const bool q = g_config.quick;
-  for (int64_t mb : {8, 256}) {
+  // memcpy of as many bytes as the kernels' points move (their bytes lie between 8 and 64
+  // MiB, read + written), so that each point's copy bound is taken at its own working set's
+  // cache level (the report takes the nearest probe), and one of 256 MiB (DRAM).
+  for (int64_t mb : {4, 8, 16, 32, 256}) {
     const int64_t bytes = (q ? std::min<int64_t>(mb, 8) : mb) << 20;
     Point p{"copy", "memcpy", "", Shape{1, 1, bytes}, q ? 3 : (mb <= 8 ? 200 : 10),
             2.0 * static_cast<double>(bytes), {}};
@@ -391,9 +394,12 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  mona::nn::use_best_blas_kernels();  // what mona's programs run (mona/nn/threads.h)
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
-  at::set_num_threads(g_config.threads);
+  // As mona's programs run: the best OpenBLAS kernels, ATen's and mona's team at --threads,
+  // and OpenBLAS's own pool kept to the calling thread (mona/nn/threads.h), so that a
+  // one-thread point (the ATen peers' products included) runs on one core only: the timer
+  // counts the calling thread's CPU time.
+  mona::nn::set_threads(g_config.threads);
   omp_set_num_threads(g_config.threads);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());

@@ -92,11 +92,12 @@ def fairseq_closed_form(p_choose: Tensor, padding_mask: Optional[Tensor] = None,
     comparisons (forward only, like fairseq's kernel): per target step i, with ``cp_i`` the
     exclusive cumulative product of ``1 - p_i`` along the source,
     ``alpha_i = clamp(p_i * cp_i * cumsum(alpha_{i-1} / clamp(cp_i, eps, 1)), 0, 1)``,
-    ``alpha_{-1}`` = all mass on source position 0, computed in p_choose's dtype after the
-    float32 promotion of half types (fairseq computes in float32).
+    ``alpha_{-1}`` = all mass on source position 0, computed in float32 whatever p_choose's
+    dtype (fairseq converts p_choose to float32 before its kernel), the result cast back to
+    p_choose's dtype.
     """
     _check(p_choose, padding_mask, "mona.compat.fairseq.fairseq_closed_form")
-    p = p_choose if p_choose.dtype in (torch.float32, torch.float64) else p_choose.float()
+    p = p_choose.float()
     if padding_mask is not None:
         p = p.masked_fill(padding_mask.to(torch.bool).unsqueeze(1), 0.0)
     one_minus = 1 - p
