@@ -74,7 +74,11 @@ bool OnlineSearch::blocked_on(const OnlineMemory& memory) const {
 }
 
 const Hypothesis& OnlineSearch::best() const {
-  const std::vector<Hypothesis>& pool = !finished_.empty() ? finished_ : live_;
+  // Done: the finished ones (the live ones only if none finished). Still searching: the live
+  // ones, which may yet score above every finished one (scores only fall, so a finished
+  // hypothesis is final, but it is not the search's answer until done).
+  const std::vector<Hypothesis>& pool =
+      done_ ? (!finished_.empty() ? finished_ : live_) : (!live_.empty() ? live_ : finished_);
   MONA_CHECK(!pool.empty(), "OnlineSearch::best: reset() was not called");
   return *std::max_element(pool.begin(), pool.end(),
                            [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });

@@ -419,12 +419,17 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
     std::vector<int64_t> out;
     if (expected_attention) {
       out = decode_with_expected_alignment(m, x, search).tokens;
-    } else if (search.beam == 0) {  // fed one element at a time, for the latency
+    } else if (search.beam == 0 || search.eos_only_after_input || search.eos_only_at_last_entry) {
+      // Fed one element at a time: for greedy decoding's latency, and for the rules on when
+      // </s> may come, which ask whether the input is still arriving (nn/search.h), so that
+      // greedy and beam search are scored under the same rule, the one a stream runs.
       const int64_t length = x.size(0);
       const auto streamed = stream::recognize_incrementally(*worker.recognizer, x);
       out = streamed.result.tokens;
-      if (length > 0) d.latency = io::latency(streamed.inputs_read, length);
-      if (word_times != nullptr && m.takes_audio()) d.word_delays = word_delays(m, sets[k], out, streamed.inputs_read, *word_times);
+      if (search.beam == 0 && length > 0) d.latency = io::latency(streamed.inputs_read, length);
+      if (search.beam == 0 && word_times != nullptr && m.takes_audio()) {
+        d.word_delays = word_delays(m, sets[k], out, streamed.inputs_read, *word_times);
+      }
     } else {
       out = worker.recognizer->recognize(x).tokens;
     }
@@ -515,8 +520,17 @@ std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<
       labels[static_cast<size_t>(m)] = label.str();
     }
   } else {
-    labels = input;
-    if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) labels.push_back(data::kReservedSymbols[data::kEos]);
+    std::vector<std::string> elements = input;  // what the encoder reads, one per input element
+    if (t.config.model.input_kind == "symbols" && t.config.model.append_eos) {
+      elements.push_back(data::kReservedSymbols[data::kEos]);
+    }
+    // One label per memory entry: the element it keeps (time reduction keeps every 2^r-th).
+    const nn::Encoder& encoder = *t.model->encoder;
+    const int64_t entries = encoder.output_length(static_cast<int64_t>(input.size()));
+    for (int64_t m = 0; m < entries; ++m) {
+      const int64_t e = std::min<int64_t>(encoder.last_input_of(m), static_cast<int64_t>(elements.size()) - 1);
+      labels.push_back(e >= 0 ? elements[static_cast<size_t>(e)] : std::string());
+    }
   }
   // 003's all-ones EOS frame, which evaluation always appends when p_eos > 0 (Seq2Seq::encode).
   if (t.config.model.p_eos > 0) labels.push_back("EOS frame");

@@ -113,6 +113,16 @@ TEST(G2pSmoke, LossFallsAndCheckpointDecodes) {
   expect_latency_from_positions(t, sets, ev, 0);
   // Beam search reports no latency (it commits only at the end).
   EXPECT_EQ(train::evaluate(t, sets, {8}, false, 5).latency.sequences, 0);
+  // A </s> rule on the input still arriving (nn/search.h) applies to greedy and beam search
+  // alike: both are fed one element at a time, so beam 1, which is greedy, scores the same.
+  nn::SearchOptions greedy_rule, beam1_rule;
+  greedy_rule.eos_only_after_input = beam1_rule.eos_only_after_input = true;
+  beam1_rule.beam = 1;
+  const auto g_rule = train::evaluate(t, sets, greedy_rule, false, 20);
+  const auto b_rule = train::evaluate(t, sets, beam1_rule, false, 20);
+  EXPECT_EQ(g_rule.counts.token_errors, b_rule.counts.token_errors);
+  EXPECT_EQ(g_rule.counts.sequence_errors, b_rule.counts.sequence_errors);
+  EXPECT_EQ(b_rule.latency.sequences, 0);
   fs::remove_all(dir);
 }
 

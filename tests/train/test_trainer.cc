@@ -447,6 +447,42 @@ TEST(Trainer, FeatureModelsAreRefusedBeforeAnythingIsWritten) {
   EXPECT_FALSE(fs::exists(d / "run")) << "the output directory was made for a run that cannot train";
 }
 
+// A symbol model whose encoder reduces time keeps every 2nd input element: the plots'
+// labels are one per memory entry, the elements the entries keep, as many as the
+// attention's columns (training's plots failed on the count before).
+TEST(Trainer, SymbolModelsWithTimeReductionPlotTheirAlignment) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 20, 5);
+  write_letter_task(d / "dev.tsv", 5, 6);
+  train::Config c = tiny_config(d, 4);
+  c.model.encoder_layers = 2;
+  c.model.time_reduction_layers = 1;
+  c.model.lookahead = 2;
+  c.train.eval_every = 4;
+  c.train.plot_every = 4;
+  std::ostringstream sink;
+  train::Trainer(c).run({}, sink);
+  const auto t = train::TrainedModel::load(d / "run/last.ckpt");
+  const std::vector<std::string> input = {"a", "b", "c", "d", "e"};
+  const auto labels = train::memory_labels(t, input);
+  data::Example ex;
+  ex.input = input;
+  ex.output = {"A"};
+  const auto weights = train::alignment_weights(t, ex);
+  const int64_t entries = t.model->encoder->output_length(static_cast<int64_t>(input.size()));
+  ASSERT_EQ(static_cast<int64_t>(labels.size()), entries + (t.config.model.p_eos > 0 ? 1 : 0));
+  // [U + 1, T'] weights: one label per column.
+  EXPECT_EQ(weights.size(), labels.size() * (ex.output.size() + 1));
+  // 5 elements and </s>: 6 read, 3 entries kept, elements 0, 2 and 4.
+  ASSERT_EQ(entries, 3);
+  EXPECT_EQ(labels[0], "a");
+  EXPECT_EQ(labels[1], "c");
+  EXPECT_EQ(labels[2], "e");
+  bool plotted = false;
+  for (const auto& f : fs::directory_iterator(d / "run/plots")) plotted |= f.path().extension() == ".png";
+  EXPECT_TRUE(plotted);
+}
+
 TEST(Trainer, BestTokenErrorRateIsEmptyWithoutADevSet) {
   TempDir d;
   write_letter_task(d / "train.tsv", 20, 5);

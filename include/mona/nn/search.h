@@ -5,7 +5,12 @@
 // Algorithm 1) and advances as far as the memory received so far allows: a hypothesis whose
 // attention needs more input blocks the search until more arrives; nothing is recomputed
 // when it resumes (the scan position and finished expansions are kept). Feeding the input
-// one element at a time therefore gives exactly the result of decoding the whole input.
+// one element at a time therefore gives exactly the result of decoding the whole input,
+// except under SearchOptions::eos_only_after_input and eos_only_at_last_entry: their rules
+// ask whether the input is finished when a step is taken, which a whole input given at once
+// (Recognizer::recognize) is from the first step, so they change nothing there; they are
+// for streams (mona stream, and train::evaluate, which feeds the input one element at a time
+// when either is set).
 //
 // Beam search keeps at most `beam` hypotheses (rank pruning) and drops those whose score
 // (total log-probability) is more than `prune_margin` below the best candidate (000 A.1 uses
@@ -34,7 +39,8 @@ struct SearchOptions {
   /// Long-form streaming: </s> is not chosen while input is still arriving (the best other
   /// token is), so that a stream of any length is transcribed to its end; once the input
   /// is finished </s> is allowed again. Off by default (a model trained on utterances
-  /// ends each one with </s>). Online search only.
+  /// ends each one with </s>). Online search only; a rule on when the input finishes, so the
+  /// result depends on how the input arrives (see the header comment).
   bool eos_only_after_input = false;
   /// 003's long-form rule (sec. 4.2, its test-long set): </s> only from a step whose
   /// attention reached the memory's last entry (HardStepOutput::index; the window's end for
@@ -69,7 +75,8 @@ class OnlineSearch {
   /// Whether advance() could make progress right now (input arrived or finished since the
   /// last blocked attempt).
   bool blocked_on(const OnlineMemory& memory) const;
-  /// The best hypothesis so far: the best finished one when done, else the best live one.
+  /// The best hypothesis so far: the best finished one when done, else the best live one
+  /// (a finished one only while none is live).
   const Hypothesis& best() const;
   /// The first memory entry that any live hypothesis can still read (the minimum of
   /// Attention::first_needed over their states; memory.size() when the search is done):

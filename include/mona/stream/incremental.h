@@ -6,6 +6,7 @@
 //
 //   const auto r = stream::recognize_incrementally(recognizer, x);  // x: ids [n] or frames [n, F]
 //   r.result           // the recognition: equal to recognizer.recognize(x), bit for bit
+//                      // (unless decode's </s> rules depend on the input finishing, nn/search.h)
 //   r.inputs_read[i]   // g(i + 1) of mona/io/metrics.h: elements read when token i appeared
 //
 // The loop is the one of stream.h's header comment with one element per accept() call:

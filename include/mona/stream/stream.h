@@ -16,7 +16,8 @@
 // BLAS: the encoder consumes one element at a time, each memory entry's attention keys
 // are computed from that entry alone (Attention::extend), so every floating-point
 // operation is the same whatever the split, and the search never recomputes a decision.
-// (The batched training computation, Seq2Seq::loss and Encoder::forward, is other
+// (The exception is a search whose rule asks whether the input has finished,
+// SearchOptions::eos_only_after_input and eos_only_at_last_entry, nn/search.h.) (The batched training computation, Seq2Seq::loss and Encoder::forward, is other
 // arithmetic: it agrees with the streamed one to float rounding, not bit for bit.)
 //
 // Emission positions: for each output token, the memory entry its attention chose

@@ -101,8 +101,10 @@ struct EvalResult {
   /// the number of elements received when output token i appeared. Empty (no sequences) for beam search (its best
   /// hypothesis can change until the end, and mona's beam search commits only then) and for
   /// expected-alignment decoding (offline). The tokens are the same as when the whole input
-  /// is accepted at once; `seconds` includes the per-element calls (for the G2P recipe's
-  /// models about a third more time than whole-word decoding).
+  /// is accepted at once, unless the search's </s> rule asks whether the input is still
+  /// arriving (nn::SearchOptions::eos_only_after_input, eos_only_at_last_entry), in which
+  /// case beam search is fed one element at a time too; `seconds` includes the per-element
+  /// calls (for the G2P recipe's models about a third more time than whole-word decoding).
   io::LatencyCounts latency;
   /// Emission delays after each word's end (io::EmissionDelays), for greedy online decoding
   /// of an audio model when evaluate() is given word times: output token i counts as emitted
@@ -188,11 +190,13 @@ nn::Hypothesis decode_with_expected_alignment(const TrainedModel& t, const at::T
                                               const nn::SearchOptions& search);
 
 /// Teacher-forced expected attention weights [U+1, T'] of one example (for plots); T' is
-/// the memory length (T + 1 when the model appends </s>, one more with p_eos > 0).
+/// the memory length (the encoder's output_length of the input, with </s> when the model
+/// appends it and time reduction; one more with p_eos > 0).
 std::vector<float> alignment_weights(const TrainedModel& t, const data::Example& example);
 
-/// Labels of the memory entries of an input, for plots: its tokens (audio: the time of every
-/// 10th entry), plus "</s>" when the model appends it and "EOS frame" for 003's frame
+/// Labels of the memory entries of an input, for plots: the input token each entry keeps
+/// (its tokens, and "</s>" when the model appends it; with time reduction every 2^r-th;
+/// audio: the time of every 10th entry), and "EOS frame" for 003's frame
 /// (ModelOptions::p_eos > 0), so that there is one label per column of alignment_weights.
 std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input);
 
