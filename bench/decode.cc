@@ -171,6 +171,21 @@ int64_t l2_pool_size(int64_t T, int64_t U, at::ScalarType dtype) {
   return std::max<int64_t>(2, l2_bytes() / 2 / bytes);
 }
 
+// One untimed trial on every data set of a cache-resident pool (the grid's, the L2 pool)
+// before the timed ones, its counts then set back to zero. make_pool wrote more than the pool
+// the steps read (the peer's copies of the keys, the queries' tensors), so without it the
+// first pass over the pool measured the caches refilling rather than the regime the grid
+// describes, the memory in the caches while it is decoded: at T = U = 100, float32,
+// hard_step_into took 1.2-1.5x as long per step over 100 trials right after make_pool as
+// over 2000 (bench/notes.md, "The grid's pool warmed before it is timed"). Cold pools (the
+// scaling sweep) are not warmed: every trial there is meant to read from beyond the L2.
+template <class Decode>
+void warm_up(std::vector<DataSet>& pool, const Decode& decode, int64_t& inspected, int64_t& emitted) {
+  for (DataSet& ds : pool) decode(ds);
+  inspected = 0;
+  emitted = 0;
+}
+
 /// The decode benchmark: one iteration = one trial = U hard steps.
 void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::ScalarType dtype,
                int64_t T, int64_t U, bool cold) {
@@ -183,9 +198,7 @@ void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::Scala
   // One output for the whole run, as a decoding server keeps one per stream: its tensors are
   // written in place from the first step on (the out= convention of hard_step_into).
   mona::nn::HardStepOutput out;
-  for (auto _ : st) {
-    DataSet& ds = pool[k];
-    k = (k + 1) % pool.size();
+  const auto decode = [&](DataSet& ds) {
     HardState state;
     for (int64_t i = 0; i < U; ++i) {
       att->hard_step_into(ds.queries[i], ds.memory, state, out);
@@ -193,6 +206,12 @@ void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::Scala
       emitted += out.status == ScanStatus::kChose;
       benchmark::DoNotOptimize(out);  // the step is an out-of-line call; this keeps `out` live
     }
+  };
+  if (!cold) warm_up(pool, decode, inspected, emitted);
+  for (auto _ : st) {
+    DataSet& ds = pool[k];
+    k = (k + 1) % pool.size();
+    decode(ds);
     ++trials;
   }
   st.counters["inspected"] = static_cast<double>(inspected) / static_cast<double>(trials);
@@ -208,13 +227,17 @@ void bm_plain_loop(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_
   size_t k = 0;
   at::Tensor context = at::zeros({kDim}, at::TensorOptions().dtype(dtype));
   AT_DISPATCH_FLOATING_TYPES(dtype, "plain_loop", [&] {
-    for (auto _ : st) {
-      DataSet& ds = pool[k];
-      k = (k + 1) % pool.size();
+    const auto decode = [&](DataSet& ds) {
       inspected += mona::bench::plain_loop_decode<scalar_t>(emitted, ds.keys.data_ptr<scalar_t>(), ds.h.data_ptr<scalar_t>(),
                                                              ds.s.data_ptr<scalar_t>(), T, U, kDim,
                                                              context.data_ptr<scalar_t>());
       benchmark::DoNotOptimize(context.data_ptr<scalar_t>());
+    };
+    if (!cold) warm_up(pool, decode, inspected, emitted);
+    for (auto _ : st) {
+      DataSet& ds = pool[k];
+      k = (k + 1) % pool.size();
+      decode(ds);
       ++trials;
     }
   });
@@ -227,7 +250,8 @@ void bm_plain_loop(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_
 /// first ones of the grid's or the sweep's pool. With `copy` the chosen value row is copied
 /// into a caller's buffer after every step, as the peer does; without, the step's context
 /// is the row in place, which the caller reads.
-void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t U, int64_t sets, bool copy) {
+void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t U, int64_t sets, bool copy,
+                 bool cold) {
   auto att = make_mechanism("monotonic", 1, dtype);
   auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : sets,
                         1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
@@ -237,10 +261,8 @@ void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t 
     std::vector<std::unique_ptr<mona::nn::PreparedHardStep<scalar_t>>> steps;
     for (DataSet& ds : pool) steps.push_back(std::make_unique<mona::nn::PreparedHardStep<scalar_t>>(*att, ds.memory));
     std::vector<scalar_t> context(static_cast<size_t>(kDim));
-    for (auto _ : st) {
-      DataSet& ds = pool[k];
-      const mona::nn::PreparedHardStep<scalar_t>& step = *steps[k];
-      k = (k + 1) % pool.size();
+    const auto decode = [&](DataSet& ds) {
+      const mona::nn::PreparedHardStep<scalar_t>& step = *steps[static_cast<size_t>(&ds - pool.data())];
       HardState state;
       const scalar_t* s = ds.s.data_ptr<scalar_t>();
       for (int64_t i = 0; i < U; ++i) {
@@ -254,6 +276,12 @@ void bm_prepared(benchmark::State& st, at::ScalarType dtype, int64_t T, int64_t 
         }
       }
       benchmark::DoNotOptimize(context.data());
+    };
+    if (!cold) warm_up(pool, decode, inspected, emitted);
+    for (auto _ : st) {
+      DataSet& ds = pool[k];
+      k = (k + 1) % pool.size();
+      decode(ds);
       ++trials;
     }
   });
@@ -426,7 +454,8 @@ void register_all() {
       const std::string mech = copy ? "prepared_copy" : "prepared";
       const std::string name = "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
       add(name, Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
-          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, false), copy));
+          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, false), copy,
+                                       /*cold=*/false));
     }
     // The same step over an L2-resident pool, the cache level of probe/bestdot: the per-entry
     // cost against the best dot product with the keys read from where the probe reads them.
@@ -436,7 +465,7 @@ void register_all() {
       const std::string mech = "prepared_l2:" + std::to_string(sets) + ":" + std::to_string(l2_bytes() >> 10);
       const std::string name = "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
       add(name, Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
-          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, sets, false));
+          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, sets, false, /*cold=*/false));
     }
     // Scaling sweep T = U in {100, 1000, 10000}.
     const std::vector<int64_t> big =
@@ -462,7 +491,8 @@ void register_all() {
         const std::string mech = copy ? "prepared_copy" : "prepared";
         const std::string name = "scaling/" + mech + "/" + dn + "/T=U:" + std::to_string(n);
         add(name, Point{"scaling", mech, 1, dt, n, n, q ? 2 : n <= 100 ? 100 : n <= 1000 ? 20 : 3},
-            benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, true), copy));
+            benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, true), copy,
+                                         /*cold=*/true));
       }
     }
     for (int64_t n : big) {

@@ -387,7 +387,9 @@ int main(int argc, char** argv) {
        " calls. Dot-product energy: the modules use `ScaledDotEnergy` (g s^T W h + r) with W set to"
        " the identity, g = 1 and r = 0, so e = s^T h. Hard decisions use the threshold 0.5"
        " (p >= 0.5, i.e. e >= 0). Monotonic attention is `MonotonicAttention` (MoChA with w = 1"
-       " in 000's terms). Each point cycles through independent random data sets; the memory's"
+       " in 000's terms). Each point cycles through independent random data sets, timed after one"
+       " untimed pass over them (the grid's sets stay in the caches, as a decoder's memory does"
+       " while it is decoded; the scaling sweep below is not warmed); the memory's"
        " keys (W h, equal for every mechanism and absent from the papers' dot energy)"
        " are computed outside the timed loop and timed on their own below.");
   line();

@@ -43,17 +43,19 @@ Lengths saved_lengths(AutogradContext* ctx) {
 // arguments already checked and contiguous. The autograd nodes below call them, and so do
 // the public *_backward functions after their checks.
 
+// grad_alpha0 is computed when `with_grad_alpha0` (else undefined); an undefined alpha0 is
+// the default one-hot alpha_{-1} (the core kernels' null).
 std::tuple<at::Tensor, at::Tensor> monotonic_alignment_grads(const at::Tensor& g, const at::Tensor& p,
                                                              const at::Tensor& alpha, at::Tensor alpha0,
-                                                             const Lengths& lens) {
+                                                             const Lengths& lens, bool with_grad_alpha0) {
   const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
   at::Tensor grad_p = at::empty_like(p);
-  at::Tensor grad_alpha0 = at::empty({B, T}, p.options());
+  at::Tensor grad_alpha0 = with_grad_alpha0 ? at::empty({B, T}, p.options()) : at::Tensor();
   const auto grid = make_grid(B, U, T, lens.in, lens.out);
   AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment_backward", [&] {
     core::monotonic_alignment_backward(g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(),
                                        detail::ptr_or_null<scalar_t>(alpha0), alpha.data_ptr<scalar_t>(),
-                                       grad_p.data_ptr<scalar_t>(), grad_alpha0.data_ptr<scalar_t>(), grid);
+                                       grad_p.data_ptr<scalar_t>(), detail::ptr_or_null<scalar_t>(grad_alpha0), grid);
   });
   return {grad_p, grad_alpha0};
 }
@@ -141,13 +143,16 @@ std::tuple<at::Tensor, at::Tensor> attention_context_grads(const at::Tensor& g, 
 // Autograd nodes: the forward kernel, and the gradient pass above as the backward.
 
 struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor p, at::Tensor alpha0,
+  // alpha0: none for the default one-hot alpha_{-1}, which is then never built (an optional,
+  // since autograd refuses an undefined tensor among a node's inputs).
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor p, c10::optional<at::Tensor> alpha0_or_none,
                             Lengths lens) {
+    const at::Tensor alpha0 = alpha0_or_none.value_or(at::Tensor());
     const int64_t B = p.size(0), U = p.size(1), T = p.size(2);
     at::Tensor alpha = at::empty_like(p);
     const auto grid = make_grid(B, U, T, lens.in, lens.out);
     AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "monotonic_alignment", [&] {
-      core::monotonic_alignment(p.data_ptr<scalar_t>(), alpha0.data_ptr<scalar_t>(),
+      core::monotonic_alignment(p.data_ptr<scalar_t>(), detail::ptr_or_null<scalar_t>(alpha0),
                                 alpha.data_ptr<scalar_t>(), grid);
     });
     ctx->save_for_backward({p, alpha, alpha0});
@@ -158,8 +163,9 @@ struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::monotonic_alignment", s, grads);
+    // An undefined alpha0 (the default) has no gradient to compute.
     auto [grad_p, grad_alpha0] =
-        monotonic_alignment_grads(grads[0].contiguous(), s[0], s[1], s[2], saved_lengths(ctx));
+        monotonic_alignment_grads(grads[0].contiguous(), s[0], s[1], s[2], saved_lengths(ctx), s[2].defined());
     return {grad_p, grad_alpha0, at::Tensor()};
   }
 };
@@ -495,13 +501,11 @@ at::Tensor monotonic_alignment(const at::Tensor& p, const at::Tensor& in_lens,
     MONA_CHECK(alpha0.scalar_type() == p.scalar_type(), fn, ": alpha0: expected dtype ",
                 p.scalar_type(), " (that of p), got ", alpha0.scalar_type());
     a0 = alpha0.contiguous();
-  } else {  // the default initial alignment: all mass on entry 0 (002 sec. 2.2)
-    a0 = at::zeros({B, T}, p.options());
-    if (T > 0) a0.select(1, 0).fill_(1.0);
-  }
+  }  // else none: the kernels' default, all mass on entry 0 (002 sec. 2.2), not built
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
   const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
-  return MonotonicAlignmentFn::apply(p.contiguous(), a0, Lengths{il, ol});
+  return MonotonicAlignmentFn::apply(p.contiguous(), a0.defined() ? c10::optional<at::Tensor>(a0) : c10::nullopt,
+                                     Lengths{il, ol});
 }
 
 at::Tensor monotonic_alignment_step(const at::Tensor& p, const at::Tensor& alpha_prev,
@@ -619,7 +623,8 @@ std::tuple<at::Tensor, at::Tensor> monotonic_alignment_backward(const at::Tensor
   }
   const Lengths lens{detail::check_lengths(in_lens, fn, "in_lens", B, T),
                      detail::check_lengths(out_lens, fn, "out_lens", B, U)};
-  return monotonic_alignment_grads(grad_alpha.contiguous(), p.contiguous(), alpha.contiguous(), a0, lens);
+  return monotonic_alignment_grads(grad_alpha.contiguous(), p.contiguous(), alpha.contiguous(), a0, lens,
+                                   /*with_grad_alpha0=*/true);
 }
 
 std::tuple<at::Tensor, at::Tensor> monotonic_alignment_step_backward(const at::Tensor& grad_alpha,
