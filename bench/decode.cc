@@ -18,10 +18,11 @@
 // memory holds them, on the same data sets, at T = U = 100 on the grid's warm pool and in the
 // cold scaling sweep.
 //
-// mona's raw-array step (nn::PreparedHardStep) runs on the grid's pool at T = U = 100, in the
-// cold sweep at T = U = 1000, and on an L2-resident pool at T = U = 100 ("prepared_l2": the
-// grid's first data sets, as many as fill half of the L2, at least 2), the cache level
-// probe/bestdot reads.
+// mona's raw-array step (nn::PreparedHardStep, with and without the copy of the chosen row)
+// runs on the grid's pool at T = U = 100 and in the cold sweep at T = U = 1000. It and
+// hard_step_into also run on an L2-resident pool at T = U = 100 ("<step>_l2": the grid's first
+// data sets, as many as fill half of the L2, at least 2), the cache level probe/bestdot reads.
+// Cache-resident pools are warmed by one untimed trial per data set (warm_up).
 //
 // Also timed in the same run (roofline probes):
 //   probe/bestdot:<candidate>: one d-dimensional dot product in a tight loop over an
@@ -187,10 +188,11 @@ void warm_up(std::vector<DataSet>& pool, const Decode& decode, int64_t& inspecte
 }
 
 /// The decode benchmark: one iteration = one trial = U hard steps.
+/// `sets` > 0: a pool of that many data sets (the L2-resident pool) instead of pool_size's.
 void bm_decode(benchmark::State& st, std::string mechanism, int64_t w, at::ScalarType dtype,
-               int64_t T, int64_t U, bool cold) {
+               int64_t T, int64_t U, bool cold, int64_t sets) {
   auto att = make_mechanism(mechanism, w, dtype);
-  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : pool_size(T, U, dtype, cold),
+  auto pool = make_pool(*att, T, U, dtype, g_config.quick ? 2 : sets > 0 ? sets : pool_size(T, U, dtype, cold),
                         1000003u * static_cast<uint64_t>(T) + static_cast<uint64_t>(U));
   torch::NoGradGuard no_grad;
   int64_t inspected = 0, emitted = 0, trials = 0;
@@ -437,7 +439,7 @@ void register_all() {
                                    "/U:" + std::to_string(U);
           add(name, Point{"grid", m.name, m.w, dt, T, U, q ? 3 : 100},
               benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, T, U,
-                                           /*cold=*/false));
+                                           /*cold=*/false, /*sets=*/int64_t{0}));
         }
       }
     }
@@ -457,15 +459,25 @@ void register_all() {
           benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, pool_size(n, n, dt, false), copy,
                                        /*cold=*/false));
     }
-    // The same step over an L2-resident pool, the cache level of probe/bestdot: the per-entry
+    // The same steps over an L2-resident pool, the cache level of probe/bestdot: the per-entry
     // cost against the best dot product with the keys read from where the probe reads them.
-    // The mechanism names the pool: "prepared_l2:<data sets>:<L2 KiB>".
+    // The mechanism names the step and the pool: "<step>_l2:<data sets>:<L2 KiB>", step one of
+    // monotonic (hard_step_into), prepared, prepared_copy.
     {
       const int64_t n = sizes.back(), sets = q ? 2 : l2_pool_size(n, n, dt);
-      const std::string mech = "prepared_l2:" + std::to_string(sets) + ":" + std::to_string(l2_bytes() >> 10);
-      const std::string name = "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
-      add(name, Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
-          benchmark::RegisterBenchmark(name.c_str(), bm_prepared, dt, n, n, sets, false, /*cold=*/false));
+      const std::string pool = "_l2:" + std::to_string(sets) + ":" + std::to_string(l2_bytes() >> 10);
+      const auto name_of = [&](const std::string& mech) {
+        return "grid/" + mech + "/" + dn + "/T:" + std::to_string(n) + "/U:" + std::to_string(n);
+      };
+      const std::string mono = "monotonic" + pool;
+      add(name_of(mono), Point{"grid", mono, 1, dt, n, n, q ? 3 : 100},
+          benchmark::RegisterBenchmark(name_of(mono).c_str(), bm_decode, "monotonic", int64_t{1}, dt, n, n,
+                                       /*cold=*/false, sets));
+      for (const bool copy : {false, true}) {
+        const std::string mech = (copy ? "prepared_copy" : "prepared") + pool;
+        add(name_of(mech), Point{"grid", mech, 1, dt, n, n, q ? 3 : 100},
+            benchmark::RegisterBenchmark(name_of(mech).c_str(), bm_prepared, dt, n, n, sets, copy, /*cold=*/false));
+      }
     }
     // Scaling sweep T = U in {100, 1000, 10000}.
     const std::vector<int64_t> big =
@@ -478,7 +490,7 @@ void register_all() {
         const std::string name = "scaling/" + label(m) + "/" + dn + "/T=U:" + std::to_string(n);
         add(name, Point{"scaling", m.name, m.w, dt, n, n, trials},
             benchmark::RegisterBenchmark(name.c_str(), bm_decode, m.name, m.w, dt, n, n,
-                                         /*cold=*/true));
+                                         /*cold=*/true, /*sets=*/int64_t{0}));
       }
     }
     for (int64_t n : big) {
