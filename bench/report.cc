@@ -431,8 +431,35 @@ int main(int argc, char** argv) {
   const DecodeRow* pgemm = find_decode("probe", "gemm", 0, "float64", 1024, 1024);
   const DecodeRow* pdot32 = find_decode("probe", "dot", 0, "float32", 256, 1);
   const DecodeRow* pgemm32 = find_decode("probe", "gemm", 0, "float32", 1024, 1024);
-  const DecodeRow* pset = find_decode("probe", "dot_grid_set", 0, "float64", 3000, 1);
-  const DecodeRow* pset32 = find_decode("probe", "dot_grid_set", 0, "float32", 3000, 1);
+  // probe/dot_grid_set reads as many rows as a grid point at T = U = nmax cycles through
+  // (its T: the rows; bench/decode.cc, kGridRows), the grid's working set.
+  const auto grid_set_probe = [&](const std::string& dt) -> const DecodeRow* {
+    for (const auto& r : g_decode)
+      if (r.kind == "probe" && r.mech == "dot_grid_set" && r.dtype == dt) return &r;
+    return nullptr;
+  };
+  const DecodeRow* pset = grid_set_probe("float64");
+  const DecodeRow* pset32 = grid_set_probe("float32");
+  // The grid's working set in words: "<sets> data sets of <rows> rows of d = <d> (<MiB> MiB in
+  // float32, <MiB> MiB in float64)", from the probe's rows (a data set: T keys, T values, U
+  // queries at T = U = nmax).
+  std::string grid_set_text = "its data sets";
+  if (pset) {
+    const int64_t set_rows = 3 * nmax, sets = pset->T / set_rows;
+    const double mib32 = static_cast<double>(pset->T * pset->d) * 4 / 1048576.0;
+    grid_set_text = std::to_string(sets) + " data sets of " + std::to_string(set_rows) + " rows of d = " +
+                    std::to_string(pset->d) + " (" + fixed(mib32, 1) + " MiB in float32, " + fixed(2 * mib32, 1) +
+                    " MiB in float64)";
+  }
+  // This CPU's L2 per core, as the L2-resident pools name it ("<step>_l2:<sets>:<L2 KiB>").
+  std::string l2_text = "the L2";
+  for (const auto& r : g_decode) {
+    const size_t at = r.mech.find("_l2:");
+    if (r.kind != "grid" || at == std::string::npos) continue;
+    const std::string spec = r.mech.substr(at + 4);
+    l2_text = "this CPU's L2 of " + fixed(std::stod(spec.substr(spec.find(':') + 1)) / 1024, 1) + " MiB per core";
+    break;
+  }
   auto per_dot = [](const DecodeRow* r) { return r && r->dots > 0 ? r->ns / r->dots : NAN; };
   // The fastest of bench/peers.h's dot products (the probe the per-entry cost is read against).
   // The fastest candidate's ns per dot: `prefix` "bestdot:" (L2-resident rows) or
@@ -453,7 +480,8 @@ int main(int argc, char** argv) {
        " and Eigen's, compiled with -march=native (bench/peers.cc), the fastest in this run taken (the cost"
        " floor of one inspected entry); `probe/dot`: the same loop with mona's dot product"
        " (`mona::core::dot`, the online step's, compiled per kernel target); `probe/dot_grid_set`: mona's"
-       " loop over as many bytes as the grid point cycles through (3000 rows, from the same cache"
+       " loop over as many bytes as the grid point at T = U = " + std::to_string(nmax) + " cycles through (" +
+       (pset ? std::to_string(pset->T) + " rows" : std::string("its rows")) + ", from the same cache"
        " level as the decoder's memory), and the best dot products' loops over those bytes;"
        " `probe/gemm`: the same dot"
        " products as one [1024, 256] x [256, 1024] GEMM (OpenBLAS), the machine's attainable"
@@ -498,9 +526,8 @@ int main(int argc, char** argv) {
        " the chosen memory row in place; \"+ copy\": the caller then copies that row into its own"
        " buffer after every step, as the plain-loop peer below does. Same decisions as"
        " `hard_step_into` (tests/nn/test_attention.cc compares them step by step). The ratios divide"
-       " by the best dot product over the grid's working set: the grid cycles through 10 data sets"
-       " of 300 rows of d = 256 (3 MiB in float32, 6 MiB in float64, more than the L2 of the machines"
-       " measured, 1-2 MiB), so an inspected entry's key comes from that cache level, and the dot"
+       " by the best dot product over the grid's working set: the grid cycles through " + grid_set_text +
+       ", against " + l2_text + ", so an inspected entry's key comes from that cache level, and the dot"
        " product is read at the same one. The table below reads the same steps at the L2.");
   line();
   // The same steps over an L2-resident pool ("<step>_l2:<data sets>:<L2 KiB>"), read against
