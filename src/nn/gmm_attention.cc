@@ -144,6 +144,26 @@ int64_t frames_of_in_lens(const at::Tensor& in_lens, const char* fn, int64_t B) 
   return B > 0 ? *std::max_element(v, v + B) : 0;
 }
 
+// f() where T = max(in_lens) fixed the size of what f allocates (positions [B, T], weights or
+// penalty terms [B, U, T] of `dtype`): a T whose tensors cannot be addressed is refused by
+// name before anything is allocated, and an allocation that fails (LibTorch's allocator
+// throws c10::Error) is reported as in_lens's, with the allocator's message.
+template <class F>
+auto sized_by_in_lens(const char* fn, int64_t B, int64_t U, int64_t T, at::ScalarType dtype, F&& f) {
+  int64_t bytes = 0;
+  const bool overflow = __builtin_mul_overflow(B, std::max<int64_t>(U, 1), &bytes) ||
+                        __builtin_mul_overflow(bytes, T, &bytes) ||
+                        __builtin_mul_overflow(bytes, static_cast<int64_t>(at::elementSize(dtype)), &bytes);
+  MONA_CHECK(!overflow, fn, ": in_lens: its largest value, T = ", T, " frames, makes [B, U, T] = [", B, ", ", U,
+             ", ", T, "] ", dtype, " values, more bytes than an int64 counts");
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    ::mona::detail::fail(fn, ": in_lens: its largest value, T = ", T, " frames, asks for [B, U, T] = [", B, ", ", U,
+                         ", ", T, "] ", dtype, " values (", bytes, " bytes): ", e.what_without_backtrace());
+  }
+}
+
 // Keys of the positions: K W_delta + b -> [..., T, H] (SAGMM) or [..., T, 0] (GMM).
 class PositionEnergy : public Energy {
  public:
@@ -215,18 +235,22 @@ at::Tensor gmm_attention_weights(const at::Tensor& mu, const at::Tensor& varianc
   const int64_t T = nu.defined()      ? nu.size(1)
                     : delta.defined() ? delta.size(1)
                                       : frames_of_in_lens(in_lens, fn, B);
-  const at::Tensor n = nu.defined() ? nu : default_positions(B, T, mu.options());
-  at::Tensor d = delta;
-  if (d.defined()) {
-    detail::check_like(d, n, fn, "delta", "nu");
-  } else {
-    d = at::ones({B, T}, mu.options());
-  }
-  options.validate();
-  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
-  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
-  return GmmFn::apply(mu.contiguous(), variance.contiguous(), w.contiguous(), n.contiguous(),
-                      d.contiguous(), GmmArgs{options, il, ol});
+  const auto weights_of = [&] {
+    const at::Tensor n = nu.defined() ? nu : default_positions(B, T, mu.options());
+    at::Tensor d = delta;
+    if (d.defined()) {
+      detail::check_like(d, n, fn, "delta", "nu");
+    } else {
+      d = at::ones({B, T}, mu.options());
+    }
+    options.validate();
+    const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
+    const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
+    return GmmFn::apply(mu.contiguous(), variance.contiguous(), w.contiguous(), n.contiguous(),
+                        d.contiguous(), GmmArgs{options, il, ol});
+  };
+  if (nu.defined() || delta.defined()) return weights_of();
+  return sized_by_in_lens(fn, B, U, T, mu.scalar_type(), weights_of);
 }
 
 at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double lambda,
@@ -242,14 +266,20 @@ at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double
     MONA_CHECK(n.size(0) == B && n.scalar_type() == mu.scalar_type(), fn,
                 ": nu: expected [B, T] with B = ", B, " and dtype ", mu.scalar_type(), ", got ",
                 n.sizes(), " ", n.scalar_type());
-  } else {
-    MONA_CHECK(in_lens.defined(), fn, ": nu or in_lens must be given (they fix T)");
-    n = default_positions(B, frames_of_in_lens(in_lens, fn, B), mu.options());
   }
-  const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, n.size(1));
-  const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
-  return LengthPenaltyFn::apply(mu.contiguous(), n.contiguous(), lambda,
-                                GmmArgs{core::GmmOptions{}, il, ol});
+  const auto penalty_of = [&] {
+    const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, n.size(1));
+    const at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
+    return LengthPenaltyFn::apply(mu.contiguous(), n.contiguous(), lambda,
+                                  GmmArgs{core::GmmOptions{}, il, ol});
+  };
+  if (n.defined()) return penalty_of();
+  MONA_CHECK(in_lens.defined(), fn, ": nu or in_lens must be given (they fix T)");
+  const int64_t T = frames_of_in_lens(in_lens, fn, B);
+  return sized_by_in_lens(fn, B, U, T, mu.scalar_type(), [&] {
+    n = default_positions(B, T, mu.options());
+    return penalty_of();
+  });
 }
 
 at::Tensor eos_frame(int64_t dim, const at::TensorOptions& options) {

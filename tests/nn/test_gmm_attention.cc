@@ -118,6 +118,22 @@ TEST(GmmFunctional, InLensAreCheckedBeforeTheyFixT) {
                "got Double");
   expect_error([&] { nn::gmm_length_penalty(mu, {}, 0.5, torch::tensor({3, 4})); },
                "mona::nn::gmm_length_penalty: in_lens: expected shape [B] = [1], got [2]");
+  // A T = max(in_lens) too large for its tensors is refused naming in_lens and T: 2^60
+  // frames make more bytes of [1, 2, T] doubles than an int64 counts; 2^57 frames count
+  // (2^61 bytes) but lie beyond any process's address space, so the allocation fails on every
+  // machine, whatever its memory or overcommit policy, and the allocator's error is reported
+  // as in_lens's.
+  const int64_t too_many = int64_t{1} << 60, unallocatable = int64_t{1} << 57;
+  expect_error([&] { nn::gmm_attention_weights(mu, var, {}, {}, {}, {}, torch::tensor({too_many})); },
+               "mona::nn::gmm_attention_weights: in_lens: its largest value, T = 1152921504606846976 frames, "
+               "makes [B, U, T] = [1, 2, 1152921504606846976] Double values, more bytes than an int64 counts");
+  expect_error([&] { nn::gmm_length_penalty(mu, {}, 0.5, torch::tensor({too_many})); },
+               "mona::nn::gmm_length_penalty: in_lens: its largest value, T = 1152921504606846976 frames, makes");
+  expect_error([&] { nn::gmm_attention_weights(mu, var, {}, {}, {}, {}, torch::tensor({unallocatable})); },
+               "mona::nn::gmm_attention_weights: in_lens: its largest value, T = 144115188075855872 frames, "
+               "asks for [B, U, T] = [1, 2, 144115188075855872] Double values (2305843009213693952 bytes): ");
+  expect_error([&] { nn::gmm_length_penalty(mu, {}, 0.5, torch::tensor({unallocatable})); },
+               "mona::nn::gmm_length_penalty: in_lens: its largest value, T = 144115188075855872 frames, asks");
   // nu and delta are checked before their size fixes T too.
   expect_error([&] { nn::gmm_attention_weights(mu, var, {}, torch::tensor(1.0), {}); },
                "mona::nn::gmm_attention_weights: nu: expected 2 dims [B, T], got []");
