@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -474,7 +473,7 @@ TEST(MonotonicAlignment, EdgeCases) {
   core::monotonic_alignment<double>(nullptr, nullptr, nullptr, empty);
 }
 
-TEST(MonotonicAlignment, LongInputIsFastAndFinite) {
+TEST(MonotonicAlignment, LongInputIsFiniteAndSubStochastic) {
   const int64_t U = 10, T = 100000;
   Random rnd(9);
   auto p = cast<float>(rnd.probabilities(U * T, -4.0, 2.0));
@@ -484,13 +483,9 @@ TEST(MonotonicAlignment, LongInputIsFastAndFinite) {
   g.batch = 1;
   g.out_len = U;
   g.in_len = T;
-  const auto t0 = std::chrono::steady_clock::now();
   core::monotonic_alignment(p.data(), nullptr, alpha.data(), g);
   core::monotonic_alignment_backward(W.data(), p.data(), nullptr, alpha.data(), gp.data(),
                                      ga0.data(), g);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(secs, 10.0);  // generous (sanitizer builds, loaded CI); Release takes ~0.1 s
   for (int64_t i = 0; i < U; ++i) {
     double row = 0;
     for (int64_t j = 0; j < T; ++j) {
