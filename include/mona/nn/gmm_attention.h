@@ -82,16 +82,20 @@ namespace mona::nn {
 
 /// GMM / SAGMM / SAGMM-tr weights (mona/core/gmm.h): mu, variance, weights [B, U, H]; nu,
 /// delta [B, T] (undefined: nu_j = j + 1, delta_j = 1; weights undefined: 1) -> alpha
-/// [B, U, T]. Differentiable in mu, variance, weights, nu and delta.
+/// [B, U, T]. Differentiable in mu, variance, weights, nu and delta. T is nu's or delta's
+/// size, or max(in_lens) when both are left out. Throws mona::ArgumentError naming the
+/// argument and value for a bad shape, dtype or length, and naming in_lens and T when
+/// T = max(in_lens) makes tensors that cannot be counted or allocated.
 at::Tensor gmm_attention_weights(const at::Tensor& mu, const at::Tensor& variance,
                                  const at::Tensor& weights, const at::Tensor& nu,
                                  const at::Tensor& delta, const core::GmmOptions& options = {},
                                  const at::Tensor& in_lens = {},
                                  const at::Tensor& out_lens = {});
 
-/// Length penalty of 003 eq. 13 per sequence: mu [B, U, H], nu [B, T] (undefined: j + 1)
-/// -> [B]. Differentiable in mu and nu. Returns zeros (no graph) when `step` >= `until_step`
-/// (003 switches it off after 200k steps; until_step < 0 means never off).
+/// Length penalty of 003 eq. 13 per sequence: mu [B, U, H], nu [B, T] (undefined: j + 1,
+/// T = max(in_lens)) -> [B]. Differentiable in mu and nu. Returns zeros (no graph) when
+/// `step` >= `until_step` (003 switches it off after 200k steps; until_step < 0 means never
+/// off). Throws mona::ArgumentError as gmm_attention_weights does.
 at::Tensor gmm_length_penalty(const at::Tensor& mu, const at::Tensor& nu, double lambda,
                               const at::Tensor& in_lens = {}, const at::Tensor& out_lens = {},
                               int64_t step = 0, int64_t until_step = -1);
