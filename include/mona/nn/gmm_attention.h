@@ -80,7 +80,8 @@ namespace mona::nn {
 // Autograd functions (their backward passes are first order: create_graph=True through one
 // throws c10::NotImplementedError naming the function)
 
-/// GMM / SAGMM / SAGMM-tr weights (mona/core/gmm.h): mu, variance, weights [B, U, H]; nu,
+/// GMM / SAGMM / SAGMM-tr weights (mona/core/gmm.h; 003 eqs. 4-8, 9-12, 14-16 and 17-20 by
+/// options.window and the positions given): mu, variance, weights [B, U, H]; nu,
 /// delta [B, T] (undefined: nu_j = j + 1, delta_j = 1; weights undefined: 1) -> alpha
 /// [B, U, T]. Differentiable in mu, variance, weights, nu and delta. T is nu's or delta's
 /// size, or max(in_lens) when both are left out. Throws mona::ArgumentError naming the
