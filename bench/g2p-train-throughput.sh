@@ -2,7 +2,8 @@
 # G2P training throughput (issue 22): mona against the PyTorch eager peer
 # (bench/python/g2p_peer.py: the same model, data, batch and optimiser), one and two threads,
 # in interleaved rounds so that load on a shared machine affects every configuration alike.
-# Writes one CSV row per run and prints min / median per configuration.
+# Writes one CSV row per run (with the run's model size: mona's "model: N parameters" line,
+# the peer's own count) and prints min / median per configuration.
 #
 #   bench/g2p-train-throughput.sh [--rounds N] [--steps N] [--csv FILE] [--build DIR]
 #                                 [--blas-kernels NAME]
@@ -48,7 +49,7 @@ mona="$build/bin/mona"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rows="$work/rows.csv"
-echo "impl,threads,round,tokens_per_second" > "$rows"
+echo "impl,threads,round,tokens_per_second,parameters" > "$rows"
 # fail MESSAGE [LOG]: the message and the end of LOG on stderr, and the script stops (the
 # exit trap removes the work folder, so the log is shown first).
 fail() {
@@ -62,7 +63,7 @@ number() {
     fail "$2: expected a positive number of target tokens/s, got '$1'"
   printf '%s' "$1"
 }
-mona_run() {  # threads [output dir, default $work/run] -> target tokens/s after step 100
+mona_run() {  # threads [output dir, default $work/run] -> "target tokens/s after step 100, parameters"
   local out=${2:-$work/run} log=${2:-$work/run}.log
   rm -rf "$out"  # a failed run must not leave an earlier run's log to be read
   "$mona" train recipes/g2p-cmudict/configs/mocha_w4.yaml --overwrite --set "train.output_dir=$out" \
@@ -71,20 +72,31 @@ mona_run() {  # threads [output dir, default $work/run] -> target tokens/s after
     fail "mona train with $1 thread(s) failed:" "$log"
   # Records after step 100: each window's seconds from the run's clock ("minutes"), its tokens
   # = rate x seconds; the aggregate is the tokens over the seconds.
-  grep '"event":"train"' "$out/train.jsonl" |
+  local rate parameters
+  rate=$(grep '"event":"train"' "$out/train.jsonl" |
     sed 's/.*"minutes":\([0-9.e+-]*\).*"tokens_per_second":\([0-9.e+-]*\).*/\1 \2/;
          s/.*"tokens_per_second":\([0-9.e+-]*\).*"minutes":\([0-9.e+-]*\).*/\2 \1/' |
     awk 'NR > 1 { dt = ($1 - m) * 60; tokens += $2 * dt; seconds += dt } { m = $1 }
-         END { if (seconds > 0) printf "%.1f", tokens / seconds }'
+         END { if (seconds > 0) printf "%.1f", tokens / seconds }')
+  parameters=$(sed -n 's/^model: \([0-9]*\) parameters$/\1/p' "$log" | head -n 1)
+  printf '%s,%s' "$rate" "$parameters"
+}
+# row IMPL THREADS ROUND "RATE,PARAMETERS" WHAT: the CSV row, each value checked (WHAT names
+# the run in the message).
+row() {
+  local rate=${4%%,*} parameters=${4#*,}
+  rate=$(number "$rate" "$5") || exit 1
+  [[ $parameters =~ ^[1-9][0-9]*$ ]] || fail "$5: expected the model's parameter count, got '$parameters'"
+  echo "$1,$2,$3,$rate,$parameters" >> "$rows"
 }
 mona_side_by_side() {  # -> the mean target tokens/s of two one-thread runs started together
   mona_run 1 "$work/left" > "$work/left.tps" &
   local left=$!
   mona_run 1 "$work/right" > "$work/right.tps" || exit 1
   wait "$left" || exit 1
-  awk '{ s += $1 } END { printf "%.1f", s / 2 }' "$work/left.tps" "$work/right.tps"
+  awk -F, '{ s += $1; n = $2 } END { printf "%.1f,%s", s / 2, n }' "$work/left.tps" "$work/right.tps"
 }
-peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> target tokens/s
+peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> "target tokens/s,parameters"
   if [[ -n ${2:-} ]]; then
     if [[ -n $blas_kernels ]]; then
       OPENBLAS_CORETYPE=$blas_kernels OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" \
@@ -95,21 +107,21 @@ peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernel
   else
     env -u OPENBLAS_NUM_THREADS -u OPENBLAS_CORETYPE /usr/bin/python3 bench/python/g2p_peer.py "$train" \
       --threads "$1" --steps "$steps"
-  fi | cut -d' ' -f1
+  fi | sed -n 's/^\([0-9.e+-]*\) target tokens\/s (.*, \([0-9]*\) parameters)$/\1,\2/p'
 }
 # Each value is checked before it is written: a failed run stops the script (a command
 # substitution inside echo would hide its failure).
 for ((r = 1; r <= rounds; ++r)); do
   for t in 1 2; do
     v=$(mona_run "$t") || exit 1
-    echo "mona,$t,$r,$(number "$v" "mona, $t thread(s), round $r")" >> "$rows"
+    row mona "$t" "$r" "$v" "mona, $t thread(s), round $r"
     v=$(peer_run "$t" "$t") || fail "the peer with $t thread(s) failed (round $r)"
-    echo "pytorch_eager,$t,$r,$(number "$v" "the peer, $t thread(s), round $r")" >> "$rows"
+    row pytorch_eager "$t" "$r" "$v" "the peer, $t thread(s), round $r"
   done
   v=$(peer_run 1) || fail "the peer with OpenBLAS's own pool failed (round $r)"
-  echo "pytorch_eager_blas_pool,1,$r,$(number "$v" "the peer with OpenBLAS's own pool, round $r")" >> "$rows"
+  row pytorch_eager_blas_pool 1 "$r" "$v" "the peer with OpenBLAS's own pool, round $r"
   v=$(mona_side_by_side) || exit 1
-  echo "mona_side_by_side,1,$r,$(number "$v" "two mona runs side by side, round $r")" >> "$rows"
+  row mona_side_by_side 1 "$r" "$v" "two mona runs side by side, round $r"
 done
 [[ -n $csv ]] && cp "$rows" "$csv.tmp" && mv "$csv.tmp" "$csv"
 for key in "mona,1" "mona,2" "pytorch_eager,1" "pytorch_eager,2" "pytorch_eager_blas_pool,1" "mona_side_by_side,1"; do

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -122,6 +123,16 @@ std::string fmt(double v, int prec = 3) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", prec, v);
   return buf;
+}
+
+// A count written with commas between groups of three digits ("445101" -> "445,101").
+std::string thousands(const std::string& digits) {
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 std::string fixed(double v, int digits) {
@@ -766,8 +777,8 @@ int main(int argc, char** argv) {
     const int co = t.col("op"), ci = t.col("impl"), cc = t.col("case"), cb = t.col("B"), cu = t.col("U"),
               ct = t.col("T"), cr = t.col("real_ns");
     // The one-thread side, taken as the two-thread side is (--train-threads1: the fastest
-    // over the same number of separate processes, alternating with the two-thread ones);
-    // without it, the one-thread point of --train (one process).
+    // over the same separate processes, each of which interleaves the one- and two-thread
+    // points' repetitions); without it, the one-thread point of --train (one process).
     std::map<std::string, double> one_ns;  // "op,case,B,U,T" of mona's points -> real_ns
     const bool same_way = arg.count("train-threads1") > 0;
     if (same_way) {
@@ -781,8 +792,8 @@ int main(int argc, char** argv) {
     line(std::string("Two threads against one (the kernels' OpenMP loops over the batch, and the expected alignment's"
                      " over pieces of each row where the batch gives fewer lane groups than threads; wall time, since"
                      " CPU time adds the threads'; ") +
-         (same_way ? "each side the fastest over the repetitions of separate processes, one- and two-thread"
-                     " processes alternating"
+         (same_way ? "each side the fastest over the repetitions of separate processes, each of which runs both"
+                     " thread counts with their repetitions interleaved at random"
                    : "two threads the fastest over the repetitions of separate processes, one thread the"
                      " training table's point") +
          "; see bench/run-benchmarks.in and bench/notes.md):");
@@ -818,7 +829,11 @@ int main(int argc, char** argv) {
   if (arg.count("g2p")) {
     const Table t = read_csv(arg["g2p"]);
     const int ci = t.col("impl"), ct = t.col("threads"), cv = t.col("tokens_per_second");
-    const int cr = t.col("round");
+    const int cr = t.col("round"), cp = t.col("parameters");
+    // The model's size as each run reported it (mona's "model: N parameters" line, the peer's
+    // own count): one figure per side when the runs agree.
+    std::set<std::string> mona_params, peer_params;
+    for (const auto& r : t.rows) (r[ci].rfind("mona", 0) == 0 ? mona_params : peer_params).insert(r[cp]);
     std::map<std::string, std::vector<double>> runs;
     std::map<int, std::map<std::string, double>> by_round;  // round -> "impl,threads" -> tokens/s
     for (const auto& r : t.rows) {
@@ -832,9 +847,18 @@ int main(int argc, char** argv) {
     }
     line("## G2P training throughput (bench/g2p-train-throughput.sh)");
     line();
-    line("`mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` (445,101 parameters, batch 64) against the same"
-         " model written in eager PyTorch by a user (bench/python/g2p_peer.py: Debian's python3-torch, the"
-         " closed-form MoChA, `torch.set_num_threads`), target tokens per second, min / median of " +
+    const auto counts = [](const std::set<std::string>& v) {
+      std::string out;
+      for (const std::string& n : v) out += (out.empty() ? "" : " / ") + thousands(n);
+      return out.empty() ? std::string("?") : out;
+    };
+    const std::string size = mona_params == peer_params
+                                 ? counts(mona_params) + " parameters, the peer's the same"
+                                 : counts(mona_params) + " parameters; the peer's model has " + counts(peer_params) +
+                                       ", not the same model";
+    line("`mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` (as the runs report them: " + size + "; batch 64)"
+         " against the same model written in eager PyTorch by a user (bench/python/g2p_peer.py: Debian's"
+         " python3-torch, the closed-form MoChA, `torch.set_num_threads`), target tokens per second, min / median of " +
          std::to_string(runs.empty() ? 0 : runs.begin()->second.size()) +
          " interleaved rounds. mona's threads are shards of each batch trained in parallel (train.threads);"
          " the peer's are PyTorch's intra-op threads, with OpenBLAS's own pool set to the same count"

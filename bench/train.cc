@@ -25,8 +25,14 @@
 // dL/dbeta, alpha, u, dL/dalpha, dL/du = 8 arrays) per second, beside a memcpy probe
 // (bytes read + written per second) measured in the same run.
 //
-// Usage: mona_bench_train [--kernel-target | --blas-kernels] [--quick] [--csv=FILE] [--threads=N] [--reps=N]
-//                         [gbench flags]
+// Threads: --threads=N runs every point with N threads (ATen's and mona's OpenMP team);
+// --threads=1,2 registers every point once per count, so that with
+// --benchmark_enable_random_interleaving the repetitions of the one- and two-thread points
+// alternate at random within one process and a thread speedup is a ratio of one run, both
+// sides timed under the same load of this shared machine (bench/run-benchmarks.in).
+//
+// Usage: mona_bench_train [--kernel-target | --blas-kernels] [--quick] [--csv=FILE] [--threads=N[,N...]]
+//                         [--reps=N] [gbench flags]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
@@ -38,6 +44,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <sstream>
 #include <string>
@@ -318,13 +325,24 @@ struct Point {
   int64_t iters = 0;
   double bytes = 0;  // minimal bytes moved by one fwd+bwd (or one copy)
   Accuracy acc;
+  int threads = 1;   // ATen's and mona's OpenMP team while the point runs
 };
 std::map<std::string, Point> g_points;
 std::map<std::string, Inputs> g_inputs;
+std::vector<int> g_thread_counts = {1};  // --threads=N[,N...]
+
+// The thread count a point runs with, set before its first call: ATen's intra-op team and
+// the OpenMP team of mona's kernels (the calling thread's). OpenBLAS's pool stays on the
+// calling thread (main), whatever the count.
+void use_threads(int threads) {
+  at::set_num_threads(threads);
+  omp_set_num_threads(threads);
+}
 
 void bm_train(benchmark::State& st, std::string key) {
   const Point& p = g_points.at(key);
   const Inputs& in = g_inputs.at(p.shape.str() + "/" + p.which);
+  use_threads(p.threads);
   // One untimed call first, as a training loop's steps after its first: the outputs' and
   // gradients' memory is then memory glibc already holds, not pages faulted in by the first
   // of the timed calls.
@@ -335,7 +353,8 @@ void bm_train(benchmark::State& st, std::string key) {
   }
 }
 
-void bm_copy(benchmark::State& st, int64_t bytes) {
+void bm_copy(benchmark::State& st, std::string key) {  // one thread at any count (memcpy)
+  const int64_t bytes = g_points.at(key).shape.T;
   std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes), 0);
   for (auto _ : st) {
     std::memcpy(dst.data(), src.data(), src.size());
@@ -343,10 +362,18 @@ void bm_copy(benchmark::State& st, int64_t bytes) {
   }
 }
 
-void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
-  b->Iterations(p.iters)->Unit(benchmark::kMillisecond);
-  mona::bench::repeat_min(b, g_config.reps);
-  g_points[name] = std::move(p);
+// Registers `p` once per thread count, named `name` (+ "/threads:N" with several counts),
+// as `fn` called with that name (its key in g_points).
+void add(const std::string& name, const Point& p, void (*fn)(benchmark::State&, std::string)) {
+  for (int threads : g_thread_counts) {
+    const std::string full = g_thread_counts.size() > 1 ? name + "/threads:" + std::to_string(threads) : name;
+    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(full.c_str(), fn, full);
+    b->Iterations(p.iters)->Unit(benchmark::kMillisecond);
+    mona::bench::repeat_min(b, g_config.reps);
+    Point q = p;
+    q.threads = threads;
+    g_points[full] = std::move(q);
+  }
 }
 
 void register_all() {
@@ -359,7 +386,7 @@ void register_all() {
     Point p{"copy", "memcpy", "", Shape{1, 1, bytes}, q ? 3 : (mb <= 8 ? 200 : 10),
             2.0 * static_cast<double>(bytes), {}};
     const std::string name = "probe/copy/" + std::to_string(mb) + "MiB";
-    add(name, p, benchmark::RegisterBenchmark(name.c_str(), bm_copy, bytes));
+    add(name, p, bm_copy);
   }
   const std::vector<Shape> shapes =
       q ? std::vector<Shape>{{4, 10, 50}, {2, 5, 200}}
@@ -382,7 +409,7 @@ void register_all() {
           p.bytes = n * sizeof(float) * (op == "alignment" ? 6 : op == "mocha" ? 8 : 12);
           p.acc = accuracy(op, impl, in, s);
           const std::string name = "train/" + op + "/" + impl + "/" + s.str() + "/" + which;
-          add(name, p, benchmark::RegisterBenchmark(name.c_str(), bm_train, name));
+          add(name, p, bm_train);
         }
       }
     }
@@ -402,13 +429,41 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/true);
-  // As mona's programs run: the best OpenBLAS kernels, ATen's and mona's team at --threads,
-  // and OpenBLAS's own pool kept to the calling thread (mona/nn/threads.h), so that a
-  // one-thread point (the ATen peers' products included) runs on one core only: the timer
-  // counts the calling thread's CPU time.
-  mona::nn::set_threads(g_config.threads);
-  omp_set_num_threads(g_config.threads);
+  // --threads=N[,N...]: taken here (Flags holds one count), the rest by parse_flags.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--threads=", 0) != 0) {
+      args.push_back(argv[i]);
+      continue;
+    }
+    g_thread_counts.clear();
+    std::stringstream list(a.substr(10));
+    for (std::string item; std::getline(list, item, ',');) {
+      size_t used = 0;
+      int threads = 0;
+      try {
+        threads = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || threads < 1) {
+        std::fprintf(stderr, "mona_bench_train: --threads: expected counts >= 1 separated by commas, got '%s'\n",
+                     a.substr(10).c_str());
+        return 2;
+      }
+      g_thread_counts.push_back(threads);
+    }
+    if (g_thread_counts.empty()) g_thread_counts = {1};
+  }
+  std::vector<char*> rest =
+      mona::bench::parse_flags(static_cast<int>(args.size()), args.data(), g_config, /*takes_threads=*/false);
+  // As mona's programs run: the best OpenBLAS kernels, ATen's and mona's team at the first
+  // count (each point then sets its own, use_threads), and OpenBLAS's own pool kept to the
+  // calling thread (mona/nn/threads.h), so that a one-thread point (the ATen peers' products
+  // included) runs on one core only: the timer counts the calling thread's CPU time.
+  mona::nn::set_threads(g_thread_counts.front());
+  omp_set_num_threads(g_thread_counts.front());
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   register_all();
@@ -427,7 +482,7 @@ int main(int argc, char** argv) {
     const Point& p = it->second;
     const double cpu_ns = mona::bench::MinRunReporter::cpu_ns(r);
     csv << p.op << ',' << p.impl << ',' << (p.which.empty() ? "-" : p.which) << ','
-        << p.shape.B << ',' << p.shape.U << ',' << p.shape.T << ",float32," << g_config.threads
+        << p.shape.B << ',' << p.shape.U << ',' << p.shape.T << ",float32," << p.threads
         << ',' << p.iters << ',' << g_config.reps << ',' << cpu_ns << ','
         << mona::bench::MinRunReporter::real_ns(r) << ',' << p.bytes << ',' << p.bytes / cpu_ns
         << ',' << p.acc.err_out << ',' << p.acc.err_grad << ',' << p.acc.nonfinite << ','

@@ -1039,6 +1039,9 @@ void TrainingRun::prepare_output_dir() {
 }
 
 TrainResult TrainingRun::train() {
+  int64_t parameters = 0;
+  for (const auto& p : t_.model->parameters()) parameters += p.numel();
+  progress_out_ << "model: " << parameters << " parameters\n";
   t_.model->train();
   for (auto& r : replicas_) r->train();
   last_record_ = std::chrono::steady_clock::now();
