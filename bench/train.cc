@@ -331,13 +331,13 @@ std::map<std::string, Point> g_points;
 std::map<std::string, Inputs> g_inputs;
 std::vector<int> g_thread_counts = {1};  // --threads=N[,N...]
 
-// The thread count a point runs with, set before its first call: ATen's intra-op team and
-// the OpenMP team of mona's kernels (the calling thread's). OpenBLAS's pool stays on the
-// calling thread (main), whatever the count.
-void use_threads(int threads) {
-  at::set_num_threads(threads);
-  omp_set_num_threads(threads);
-}
+// The thread count a point runs with, set before its first call: the calling thread's
+// OpenMP team, which ATen's intra-op operators (OpenMP build) and mona's kernels both take.
+// Not at::set_num_threads: it also rebuilds caffe2's pthreadpool at every call, whose new
+// threads spin before they sleep (bench/notes.md, "The expected alignment on two threads:
+// where bench/train's point loses"); main calls it once, with the largest count.
+// OpenBLAS's pool stays on the calling thread whatever the count.
+void use_threads(int threads) { omp_set_num_threads(threads); }
 
 void bm_train(benchmark::State& st, std::string key) {
   const Point& p = g_points.at(key);
@@ -458,12 +458,15 @@ int main(int argc, char** argv) {
   }
   std::vector<char*> rest =
       mona::bench::parse_flags(static_cast<int>(args.size()), args.data(), g_config, /*takes_threads=*/false);
-  // As mona's programs run: the best OpenBLAS kernels, ATen's and mona's team at the first
+  // As mona's programs run: the best OpenBLAS kernels, ATen's and mona's team at the largest
   // count (each point then sets its own, use_threads), and OpenBLAS's own pool kept to the
   // calling thread (mona/nn/threads.h), so that a one-thread point (the ATen peers' products
   // included) runs on one core only: the timer counts the calling thread's CPU time.
-  mona::nn::set_threads(g_thread_counts.front());
-  omp_set_num_threads(g_thread_counts.front());
+  mona::nn::set_threads(*std::max_element(g_thread_counts.begin(), g_thread_counts.end()));
+  // ATen sets a thread's OpenMP team to its process-wide count at the thread's first
+  // parallel operator; done now, so that it cannot undo use_threads later.
+  at::internal::lazy_init_num_threads();
+  use_threads(g_thread_counts.front());
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
   register_all();
