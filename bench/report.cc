@@ -930,15 +930,18 @@ int main(int argc, char** argv) {
   if (arg.count("features")) {
     const Table t = read_csv(arg["features"]);
     const int cm = t.col("mode"), ca = t.col("audio_s"), cf = t.col("frames"), cb = t.col("bins"),
-              cns = t.col("cpu_ns"), cx = t.col("x_realtime");
+              cns = t.col("cpu_ns"), cx = t.col("x_realtime"), csr = t.col("sample_rate");
+    // The filterbank's size as the run reports it (every row runs the same options).
+    const std::string bins = t.rows.empty() ? "?" : t.rows.front()[cb];
+    const std::string khz = t.rows.empty() ? "?" : fmt(std::stod(t.rows.front()[csr]) / 1000);
     for (const auto& r : t.rows) {
       features.push_back({r[cm], std::stod(r[ca]), std::stod(r[cf]), std::stod(r[cb]),
                           std::stod(r[cns]), std::stod(r[cx])});
     }
     line("## Log-mel features (bench/features)");
     line();
-    line("mona::audio's Kaldi filterbank (`compute_fbank`, and `OnlineFbank` fed 10 ms chunks), 80 mel "
-         "bins at 16 kHz, 25 ms / 10 ms frames, dither 0, one thread, on a speech-like test signal. "
+    line("mona::audio's Kaldi filterbank (`compute_fbank`, and `OnlineFbank` fed 10 ms chunks), " + bins +
+         " mel bins at " + khz + " kHz, 25 ms / 10 ms frames, dither 0, one thread, on a speech-like test signal. "
          "Real-time factor = seconds of audio / CPU seconds. Raw numbers: [features.csv](" + link +
          "features.csv).");
     line();
@@ -958,14 +961,15 @@ int main(int argc, char** argv) {
   if (arg.count("streams")) {
     const Table t = read_csv(arg["streams"]);
     const int cm = t.col("mode"), cs = t.col("streams"), ct = t.col("tokens"), cr = t.col("real_ns"),
-              cx = t.col("x_realtime");
+              cx = t.col("x_realtime"), ca = t.col("audio_s");
+    const std::string audio_s = t.rows.empty() ? "?" : t.rows.front()[ca];  // per stream, as the run reports it
     std::map<std::string, double> together;  // streams -> x real time of decode_streams
     for (const auto& r : t.rows) {
       if (r[cm] == "decode_streams") together[r[cs]] = std::stod(r[cx]);
     }
     line("## Concurrent audio streams (bench/streams)");
     line();
-    line("S streams of 4 s of audio each, fed in interleaved 100 ms chunks (`Recognizer::accept_waveform`: "
+    line("S streams of " + audio_s + " s of audio each, fed in interleaved 100 ms chunks (`Recognizer::accept_waveform`: "
          "resampling, log-mel features, encoder, MoChA search), advanced after every round together "
          "(`Recognizer::decode_streams`, one batched LSTM step per layer) or one by one (`decode()`). "
          "Model: 80 log-mel bins, two convolutions (32 channels), 3 LSTM layers of 256 with time "
