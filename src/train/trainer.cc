@@ -1181,24 +1181,15 @@ void TrainingRun::train_step() {
     for (size_t k = 1; k < shards; ++k) step.add(done[k]);
   }
   // The optimizer step, part r of the parameters on thread r: the shards' gradients added
-  // into the model's (in the order of k), the terms of the clipping norm; then clipping and
-  // Adam.
-  const auto params = t_.model->parameters();
+  // into the model's (in the order of k) with the terms of the clipping norm, then clipping
+  // and Adam (two passes over the part, mona/train/optimizer.h).
+  std::vector<std::vector<at::Tensor>> shard_params;
+  for (size_t k = 1; k < shards; ++k) shard_params.push_back(replicas_[k - 1]->parameters());
   const size_t parts = static_cast<size_t>(adam_->parts());
-  const auto norms = on_threads(workers_.get(), parts, [&](size_t r) {
-    torch::NoGradGuard no_grad;
-    const auto [first, last] = adam_->range(static_cast<int64_t>(r));
-    for (size_t k = 1; k < shards; ++k) {
-      const auto rp = replicas_[k - 1]->parameters();
-      for (size_t j = first; j < last; ++j) {
-        if (!rp[j].grad().defined()) continue;
-        if (params[j].grad().defined()) params[j].mutable_grad().add_(rp[j].grad());
-        else params[j].mutable_grad() = rp[j].grad();
-      }
-    }
-    return o.clip_norm > 0 ? adam_->grad_norms(static_cast<int64_t>(r)) : std::vector<at::Tensor>{};
+  const auto squares = on_threads(workers_.get(), parts, [&](size_t r) {
+    return adam_->sum_gradients(static_cast<int64_t>(r), shard_params);
   });
-  const at::Tensor clip_factor = o.clip_norm > 0 ? adam_->clip_factor(norms, o.clip_norm) : at::Tensor();
+  const double clip_factor = o.clip_norm > 0 ? adam_->clip_factor(squares, o.clip_norm) : 1.0;
   on_threads(workers_.get(), parts, [&](size_t r) {
     adam_->step(static_cast<int64_t>(r), clip_factor);
     return 0;

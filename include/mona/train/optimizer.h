@@ -2,23 +2,27 @@
 // parts that threads update at once.
 //
 // One training step ends in work over every parameter: adding the shards' gradients, the
-// gradient norm, clipping, Adam. On the G2P recipe's model (445,101 parameters) Adam alone
-// takes about 2 ms, a tenth of a two-thread step, and one thread doing it leaves the others
-// idle. PartitionedAdam cuts the parameters into contiguous runs of about equal size, each
-// with a torch::optim::Adam of its own, so that thread r updates part r. Adam's update of
-// a parameter reads only that parameter's gradient and moments, so the parts together take
-// exactly the step one torch::optim::Adam over all parameters takes, whatever the number of
-// parts; the clipping factor is torch::nn::utils::clip_grad_norm_'s, from the same norms in
-// the same order (tests/train/test_optimizer.cc compares both, bit for bit).
+// gradient norm, clipping, Adam. PartitionedAdam cuts the parameters into contiguous runs of
+// about equal size, so that thread r updates part r, and takes each part's work as two
+// passes over its parameters (mona/core/adam.h): the shards' gradients summed with the sum of
+// their squares, then clipping, weight decay and Adam's update together. LibTorch's
+// torch::optim::Adam with torch::nn::utils::clip_grad_norm_ computes the same arithmetic in
+// about a dozen passes, each an operator; on the G2P recipe's model the passes took about a
+// tenth of a two-thread training step (bench/notes.md, "The optimizer step as two passes").
+// The results are LibTorch's to rounding (tests/train/test_optimizer.cc compares them); they
+// do not depend on the number of parts: an update reads only its parameter's gradient and
+// moments, and the clipping norm adds the parameters' terms in parameter order.
 //
-// Its state is saved and loaded as one torch::optim::Adam over all parameters (one group,
-// in order) saves and loads it, so a checkpoint does not depend on the number of parts:
-// a run written with train.threads = 2 resumes with 1, and the checkpoints of earlier
-// mona versions load.
+// The moments and step counts are kept in torch::optim::Adam's own state (one Adam per
+// part), and saved and loaded as one torch::optim::Adam over all parameters (one group, in
+// order) saves and loads them, so a checkpoint does not depend on the number of parts: a run
+// written with train.threads = 2 resumes with 1, and the checkpoints of earlier mona versions
+// load.
 //
-// No equation of the papers (../shared/papers) is implemented here: the update is LibTorch's
-// Adam, applied to parameters of any shape and dtype. Different parts may be stepped on
-// different threads at once; one part must not be stepped from two threads at once.
+// No equation of the papers (../shared/papers) is implemented here: the update is Adam
+// (amsgrad off) as LibTorch computes it, over float or double parameters of any shape.
+// Different parts may be stepped on different threads at once; one part must not be stepped
+// from two threads at once.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +39,9 @@ class PartitionedAdam {
   /// Adam with `options` over `params` (each a leaf tensor with requires_grad), cut into
   /// `parts` contiguous runs: part r ends with the parameter at which the running count of
   /// elements reaches (r + 1) / parts of the total, each part keeping at least one parameter.
-  /// Throws mona::ArgumentError when params is empty or parts is not in [1, params.size()].
+  /// Throws mona::ArgumentError when params is empty, parts is not in [1, params.size()], a
+  /// parameter is neither float nor double or not contiguous (naming its index), or
+  /// options ask for amsgrad.
   PartitionedAdam(std::vector<at::Tensor> params, const torch::optim::AdamOptions& options, int64_t parts);
 
   int64_t parts() const { return static_cast<int64_t>(ends_.size()); }
@@ -49,17 +55,25 @@ class PartitionedAdam {
   /// than adding into zeros.
   void clear_grads();
 
-  /// The L2 norm of each of part r's gradients (0-dim tensors, parameters without a
-  /// gradient skipped), the terms of the clipping norm. Any thread; parts in parallel.
-  std::vector<at::Tensor> grad_norms(int64_t r) const;
+  /// Adds the gradients of `others` into part r's gradients and returns the sum of the
+  /// squares of each of part r's gradients after it (0 for a parameter without one): its
+  /// terms of the clipping norm. Each entry of `others` lists tensors parallel to the
+  /// constructor's `params` (a replica's parameters, mona/train/trainer.h) whose .grad() are
+  /// added in the order of `others`; undefined ones are skipped, and a parameter without a
+  /// gradient takes the first defined one. Any thread; parts in parallel. Throws
+  /// mona::ArgumentError when an entry of `others` does not hold params.size() tensors or a
+  /// gradient's shape or dtype differs from its parameter's.
+  std::vector<double> sum_gradients(int64_t r, const std::vector<std::vector<at::Tensor>>& others = {});
   /// torch::nn::utils::clip_grad_norm_'s factor min(1, max_norm / (||g|| + 1e-6)), ||g|| the
-  /// L2 norm of all gradients, from grad_norms() of every part, in part order: a 0-dim
-  /// tensor. With no gradient at all, undefined (nothing to clip). Throws
-  /// mona::ArgumentError when norms does not hold parts() lists or max_norm <= 0.
-  at::Tensor clip_factor(const std::vector<std::vector<at::Tensor>>& norms, double max_norm) const;
-  /// Multiplies part r's gradients by `clip_factor` (when it is defined) and takes Adam's
-  /// step on part r's parameters (those with a gradient). Any thread; parts in parallel.
-  void step(int64_t r, const at::Tensor& clip_factor);
+  /// square root of every part's terms (sum_gradients of parts 0 .. parts() - 1, added in
+  /// that order, i.e. in parameter order, in double). Throws mona::ArgumentError when
+  /// squares does not hold parts() lists or max_norm <= 0.
+  double clip_factor(const std::vector<std::vector<double>>& squares, double max_norm) const;
+  /// Adam's step on part r's parameters that have a gradient, the gradient multiplied by
+  /// `clip_factor` first (1: no clipping); the gradients themselves are left as they are.
+  /// Any thread; parts in parallel. Throws mona::ArgumentError when clip_factor is not in
+  /// [0, 1].
+  void step(int64_t r, double clip_factor);
 
   /// The moments and step counts of all parts, written as torch::optim::Adam::save writes
   /// one Adam over all parameters.
