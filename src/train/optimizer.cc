@@ -157,6 +157,9 @@ void PartitionedAdam::step(int64_t r, double clip_factor) {
       core::adam_update(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), s.exp_avg().data_ptr<scalar_t>(),
                         s.exp_avg_sq().data_ptr<scalar_t>(), p.numel(), c);
     });
+    // Written in place, as LibTorch's in-place operators write it: a graph that saved the
+    // parameter before this step refuses to use it in its backward pass.
+    torch::autograd::impl::bump_version(p);
   }
 }
 

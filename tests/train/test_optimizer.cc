@@ -242,6 +242,19 @@ TEST(PartitionedAdam, CutsTheParametersIntoRunsOfAboutEqualSize) {
   EXPECT_EQ(cut({5, 5, 5}, 1), (Ranges{{0, 3}}));
 }
 
+// The update writes the parameters in place as LibTorch's in-place operators do: their
+// version counters move, so a graph that saved a parameter before the step refuses it.
+TEST(PartitionedAdam, StepIsAnInPlaceChangeOfTheParameters) {
+  auto params = adam_test_params(4);
+  PartitionedAdam adam(params, adam_test_options(), 2);
+  const at::Tensor saved = (params[0] * params[0]).sum();  // saves params[0] for its backward
+  const auto version = params[0]._version();
+  set_adam_test_grads(params, 0);
+  partitioned_step(adam, 0);
+  EXPECT_GT(params[0]._version(), version);
+  EXPECT_THROW(saved.backward(), c10::Error);
+}
+
 TEST(PartitionedAdam, NamesTheArgumentItRefuses) {
   auto params = adam_test_params(3);
   EXPECT_ERROR_CONTAINS(PartitionedAdam({}, adam_test_options(), 1), "params", "got none");
