@@ -103,7 +103,7 @@ std::vector<double> PartitionedAdam::sum_gradients(int64_t r, const std::vector<
     };
     check_grad(grad);
     if (!grad.is_contiguous()) grad = grad.contiguous();
-    std::vector<at::Tensor> kept;  // contiguous copies of the added gradients that are not
+    std::vector<at::Tensor> kept;  // the added gradients, contiguous (copied only where they were not)
     AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "sum_gradients", [&] {
       std::vector<const scalar_t*> data;
       for (const at::Tensor* g : added) {
