@@ -21,8 +21,9 @@
 //
 // Shapes: every array holds n elements, contiguous; no two of a call's arrays may overlap.
 //
-// Errors (mona::ArgumentError): n < 0; a null pointer when n > 0; coefficients outside
-// Adam's domain (AdamCoefficients::at). The values are not checked: a non-finite gradient
+// Errors (mona::ArgumentError): n < 0 or n_others < 0; a null pointer when n > 0 (an array,
+// `others` when n_others > 0, or one of its n_others entries); coefficients outside Adam's
+// domain (AdamCoefficients::at). The values are not checked: a non-finite gradient
 // gives a non-finite parameter, which the loss reports.
 //
 // Threads: none inside (the caller runs parts of the parameters on threads of its own,
