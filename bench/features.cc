@@ -1,11 +1,14 @@
 // bench/features: throughput of mona::audio's log-mel filterbank (issue 19: at least 500x
-// faster than real time on one core). 80 mel bins at 16 kHz, Kaldi's 25 ms / 10 ms frames,
-// dither 0, on 10 s of a speech-like test signal (a gliding tone with harmonics, amplitude
-// modulated, plus noise; the cost does not depend on the content):
+// faster than real time on one core). FbankOptions' defaults (80 mel bins at 16 kHz,
+// Kaldi's 25 ms / 10 ms frames, dither 0), on 10 s of a speech-like test signal (a gliding
+// tone with harmonics, amplitude modulated, plus noise; the cost does not depend on the
+// content):
 //   offline   compute_fbank on the whole signal
 //   online    OnlineFbank fed 10 ms chunks (160 samples), frames taken after each chunk
 // The speed is x_realtime = seconds of audio / CPU seconds (one thread: the fbank code uses
-// none of its own). Writes one CSV row per mode (the minimum over the repetitions).
+// none of its own). Writes one CSV row per mode (the minimum over the repetitions), with the
+// options and the chunk it ran (chunk_ms 0: the whole signal at once), which the report
+// reads.
 //
 // Usage: mona_bench_features [--quick] [--csv=FILE] [--reps=N] [gbench flags]
 #include <benchmark/benchmark.h>
@@ -27,6 +30,7 @@ namespace {
 mona::bench::Flags g_config("features.csv");
 
 constexpr int kRate = 16000;
+constexpr int kChunkMs = 10;  // the online mode's chunk
 
 const std::vector<float>& signal(double seconds) {
   static std::map<double, std::vector<float>> cache;
@@ -51,11 +55,13 @@ struct Point {
   std::string mode;
   double audio_s = 0;
   int64_t frames = 0, bins = 0;
+  int chunk_ms = 0;  // 0: the whole signal in one call
 };
 std::map<std::string, Point> g_points;
 
 mona::audio::FbankOptions options() {
-  mona::audio::FbankOptions o;  // 80 bins, 16 kHz, 25 / 10 ms, dither 0
+  mona::audio::FbankOptions o;  // the defaults: 80 bins, 16 kHz, 25 / 10 ms, dither 0
+  o.sample_rate = kRate;
   return o;
 }
 
@@ -71,14 +77,14 @@ void bm_offline(benchmark::State& state) {
   }
   state.counters["x_realtime"] =
       benchmark::Counter(seconds, benchmark::Counter::kIsIterationInvariantRate);
-  g_points["offline"] = {"offline", seconds, frames, o.num_bins()};
+  g_points["offline"] = {"offline", seconds, frames, o.num_bins(), 0};
 }
 
 void bm_online(benchmark::State& state) {
   const double seconds = g_config.quick ? 1.0 : 10.0;
   const std::vector<float>& x = signal(seconds);
   const mona::audio::FbankOptions o = options();
-  const size_t chunk = kRate / 100;  // 10 ms
+  const size_t chunk = kRate * kChunkMs / 1000;
   int64_t frames = 0;
   for (auto _ : state) {
     mona::audio::OnlineFbank f(o);
@@ -94,7 +100,7 @@ void bm_online(benchmark::State& state) {
   }
   state.counters["x_realtime"] =
       benchmark::Counter(seconds, benchmark::Counter::kIsIterationInvariantRate);
-  g_points["online_10ms"] = {"online_10ms", seconds, frames, o.num_bins()};
+  g_points["online_10ms"] = {"online_10ms", seconds, frames, o.num_bins(), kChunkMs};
 }
 
 }  // namespace
@@ -113,7 +119,9 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   std::ostringstream csv;
-  csv << "mode,audio_s,frames,bins,sample_rate,threads,reps,cpu_ns,real_ns,x_realtime\n";
+  const mona::audio::FbankOptions o = options();
+  csv << "mode,audio_s,frames,bins,sample_rate,frame_length_ms,frame_shift_ms,dither,chunk_ms,threads,reps,cpu_ns,"
+         "real_ns,x_realtime\n";
   csv.precision(6);
   size_t rows = 0;
   for (const auto& r : reporter.runs) {
@@ -122,9 +130,10 @@ int main(int argc, char** argv) {
     if (it == g_points.end()) continue;
     const Point& p = it->second;
     const double cpu_ns = mona::bench::MinRunReporter::cpu_ns(r);
-    csv << p.mode << ',' << p.audio_s << ',' << p.frames << ',' << p.bins << ',' << kRate
-        << ",1," << g_config.reps << ',' << cpu_ns << ',' << mona::bench::MinRunReporter::real_ns(r)
-        << ',' << p.audio_s * 1e9 / cpu_ns << '\n';
+    csv << p.mode << ',' << p.audio_s << ',' << p.frames << ',' << p.bins << ',' << o.sample_rate << ','
+        << o.frame_length_ms << ',' << o.frame_shift_ms << ',' << o.dither << ',' << p.chunk_ms << ",1,"
+        << g_config.reps << ',' << cpu_ns << ',' << mona::bench::MinRunReporter::real_ns(r) << ','
+        << p.audio_s * 1e9 / cpu_ns << '\n';
     ++rows;
   }
   return mona::bench::write_csv("mona_bench_features", g_config.csv, csv.str(), rows);

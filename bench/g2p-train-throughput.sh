@@ -2,8 +2,9 @@
 # G2P training throughput (issue 22): mona against the PyTorch eager peer
 # (bench/python/g2p_peer.py: the same model, data, batch and optimiser), one and two threads,
 # in interleaved rounds so that load on a shared machine affects every configuration alike.
-# Writes one CSV row per run (with the run's model size: mona's "model: N parameters" line,
-# the peer's own count) and prints min / median per configuration.
+# Writes one CSV row per run (with the run's model size and batch size: mona's "model: N
+# parameters" line and the train.batch_size of the configuration it saved, the peer's own
+# counts) and prints min / median per configuration.
 #
 #   bench/g2p-train-throughput.sh [--rounds N] [--steps N] [--csv FILE] [--build DIR]
 #                                 [--blas-kernels NAME]
@@ -49,7 +50,7 @@ mona="$build/bin/mona"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rows="$work/rows.csv"
-echo "impl,threads,round,tokens_per_second,parameters" > "$rows"
+echo "impl,threads,round,tokens_per_second,parameters,batch" > "$rows"
 # fail MESSAGE [LOG]: the message and the end of LOG on stderr, and the script stops (the
 # exit trap removes the work folder, so the log is shown first).
 fail() {
@@ -63,7 +64,7 @@ number() {
     fail "$2: expected a positive number of target tokens/s, got '$1'"
   printf '%s' "$1"
 }
-mona_run() {  # threads [output dir, default $work/run] -> "target tokens/s after step 100, parameters"
+mona_run() {  # threads [output dir, default $work/run] -> "target tokens/s after step 100,parameters,batch"
   local out=${2:-$work/run} log=${2:-$work/run}.log
   rm -rf "$out"  # a failed run must not leave an earlier run's log to be read
   "$mona" train recipes/g2p-cmudict/configs/mocha_w4.yaml --overwrite --set "train.output_dir=$out" \
@@ -72,31 +73,34 @@ mona_run() {  # threads [output dir, default $work/run] -> "target tokens/s afte
     fail "mona train with $1 thread(s) failed:" "$log"
   # Records after step 100: each window's seconds from the run's clock ("minutes"), its tokens
   # = rate x seconds; the aggregate is the tokens over the seconds.
-  local rate parameters
+  local rate parameters batch
   rate=$(grep '"event":"train"' "$out/train.jsonl" |
     sed 's/.*"minutes":\([0-9.e+-]*\).*"tokens_per_second":\([0-9.e+-]*\).*/\1 \2/;
          s/.*"tokens_per_second":\([0-9.e+-]*\).*"minutes":\([0-9.e+-]*\).*/\2 \1/' |
     awk 'NR > 1 { dt = ($1 - m) * 60; tokens += $2 * dt; seconds += dt } { m = $1 }
          END { if (seconds > 0) printf "%.1f", tokens / seconds }')
   parameters=$(sed -n 's/^model: \([0-9]*\) parameters$/\1/p' "$log" | head -n 1)
-  printf '%s,%s' "$rate" "$parameters"
+  batch=$(sed -n 's/^  batch_size: \([0-9]*\)$/\1/p' "$out/config.yaml" | head -n 1)
+  printf '%s,%s,%s' "$rate" "$parameters" "$batch"
 }
-# row IMPL THREADS ROUND "RATE,PARAMETERS" WHAT: the CSV row, each value checked (WHAT names
-# the run in the message).
+# row IMPL THREADS ROUND "RATE,PARAMETERS,BATCH" WHAT: the CSV row, each value checked (WHAT
+# names the run in the message).
 row() {
-  local rate=${4%%,*} parameters=${4#*,}
+  local rate parameters batch
+  IFS=, read -r rate parameters batch <<< "$4"
   rate=$(number "$rate" "$5") || exit 1
   [[ $parameters =~ ^[1-9][0-9]*$ ]] || fail "$5: expected the model's parameter count, got '$parameters'"
-  echo "$1,$2,$3,$rate,$parameters" >> "$rows"
+  [[ $batch =~ ^[1-9][0-9]*$ ]] || fail "$5: expected the batch size, got '$batch'"
+  echo "$1,$2,$3,$rate,$parameters,$batch" >> "$rows"
 }
 mona_side_by_side() {  # -> the mean target tokens/s of two one-thread runs started together
   mona_run 1 "$work/left" > "$work/left.tps" &
   local left=$!
   mona_run 1 "$work/right" > "$work/right.tps" || exit 1
   wait "$left" || exit 1
-  awk -F, '{ s += $1; n = $2 } END { printf "%.1f,%s", s / 2, n }' "$work/left.tps" "$work/right.tps"
+  awk -F, '{ s += $1; n = $2; b = $3 } END { printf "%.1f,%s,%s", s / 2, n, b }' "$work/left.tps" "$work/right.tps"
 }
-peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> "target tokens/s,parameters"
+peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernels] -> "target tokens/s,parameters,batch"
   if [[ -n ${2:-} ]]; then
     if [[ -n $blas_kernels ]]; then
       OPENBLAS_CORETYPE=$blas_kernels OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" \
@@ -107,7 +111,7 @@ peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernel
   else
     env -u OPENBLAS_NUM_THREADS -u OPENBLAS_CORETYPE /usr/bin/python3 bench/python/g2p_peer.py "$train" \
       --threads "$1" --steps "$steps"
-  fi | sed -n 's/^\([0-9.e+-]*\) target tokens\/s (.*, \([0-9]*\) parameters)$/\1,\2/p'
+  fi | sed -n 's/^\([0-9.e+-]*\) target tokens\/s (.*, batch \([0-9]*\), \([0-9]*\) parameters)$/\1,\3,\2/p'
 }
 # Each value is checked before it is written: a failed run stops the script (a command
 # substitution inside echo would hide its failure).

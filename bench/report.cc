@@ -31,13 +31,29 @@ namespace {
 // CSV
 
 struct Table {
+  std::string path;  // the file it was read from, for errors
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
   int col(const std::string& name) const {
     for (size_t i = 0; i < header.size(); ++i)
       if (header[i] == name) return static_cast<int>(i);
-    std::fprintf(stderr, "mona_bench_report: no column %s\n", name.c_str());
+    std::fprintf(stderr, "mona_bench_report: %s: no column %s\n", path.c_str(), name.c_str());
     std::exit(1);
+  }
+  // The value of column `name` that every row gives (a setting of the whole run, such as a
+  // model size), "?" for a table without rows; rows that differ stop the report.
+  std::string same(const std::string& name) const {
+    const int c = col(name);
+    if (rows.empty()) return "?";
+    for (const auto& r : rows) {
+      if (r.at(static_cast<size_t>(c)) != rows.front().at(static_cast<size_t>(c))) {
+        std::fprintf(stderr, "mona_bench_report: %s: column %s: expected one value in every row, got %s and %s\n",
+                     path.c_str(), name.c_str(), rows.front()[static_cast<size_t>(c)].c_str(),
+                     r[static_cast<size_t>(c)].c_str());
+        std::exit(1);
+      }
+    }
+    return rows.front()[static_cast<size_t>(c)];
   }
 };
 
@@ -51,6 +67,7 @@ std::vector<std::string> split(const std::string& line, char sep) {
 
 Table read_csv(const std::string& path) {
   Table t;
+  t.path = path;
   std::ifstream in(path);
   if (!in) {
     std::fprintf(stderr, "mona_bench_report: cannot read %s\n", path.c_str());
@@ -81,6 +98,7 @@ struct DecodeRow {
   std::string kind, mech, dtype;
   int64_t w = 0, T = 0, U = 0, d = 0;  // d: the width of keys, values and queries
   double ns = 0, inspected = 0, emitted = 0, dots = 0;
+  int64_t data_sets = 0;  // how many data sets the point cycled through (0: a probe's own inputs)
   std::string label() const {
     return mech == "mocha" ? "MoChA w=" + std::to_string(w)
            : mech == "soft" ? "soft" : mech == "monotonic" ? "monotonic" : mech;
@@ -88,6 +106,8 @@ struct DecodeRow {
 };
 
 std::vector<DecodeRow> g_decode;
+// d, the decoder states' and memory entries' size, as decode.csv reports it (every row's).
+std::string g_dim = "?";
 
 const DecodeRow* find_decode(const std::string& kind, const std::string& mech, int64_t w,
                              const std::string& dtype, int64_t T, int64_t U) {
@@ -153,7 +173,7 @@ void plot_times(const std::string& path) {
   std::vector<mona::io::LineChart> panels;
   for (const std::string dt : {"float64", "float32"}) {
     mona::io::LineChart chart;
-    chart.title = "Decoding time, " + dt + ", d = 256";
+    chart.title = "Decoding time, " + dt + ", d = " + g_dim;
     chart.x.label = "T = U";
     chart.y = {"time per output sequence (us, log scale)", mona::io::Scale::kLog};
     for (size_t m = 0; m < kMechs.size(); ++m) {
@@ -211,7 +231,7 @@ void plot_heatmap(const std::string& path, const std::string& mech, int64_t w,
 /// Scaling sweep, log-log, both dtypes.
 void plot_scaling(const std::string& path) {
   mona::io::LineChart chart;
-  chart.title = "Scaling: T = U, d = 256 (solid float64, dashed float32)";
+  chart.title = "Scaling: T = U, d = " + g_dim + " (solid float64, dashed float32)";
   chart.x = {"T = U (log scale)", mona::io::Scale::kLog};
   chart.y = {"time per output sequence (us, log scale)", mona::io::Scale::kLog};
   for (size_t m = 0; m < kMechs.size(); ++m)
@@ -289,7 +309,7 @@ int main(int argc, char** argv) {
     const Table t = read_csv(arg["decode"]);
     const int ck = t.col("kind"), cm = t.col("mechanism"), cw = t.col("w"), cd = t.col("dtype"),
               cT = t.col("T"), cU = t.col("U"), cns = t.col("cpu_ns"), ci = t.col("inspected"),
-              ce = t.col("emitted"), cdots = t.col("dots"), cdim = t.col("d");
+              ce = t.col("emitted"), cdots = t.col("dots"), cdim = t.col("d"), csets = t.col("data_sets");
     for (const auto& r : t.rows) {
       DecodeRow d;
       d.kind = r[ck];
@@ -303,8 +323,10 @@ int main(int argc, char** argv) {
       d.inspected = std::stod(r[ci]);
       d.emitted = std::stod(r[ce]);
       d.dots = std::stod(r[cdots]);
+      d.data_sets = static_cast<int64_t>(std::stod(r[csets]));
       g_decode.push_back(d);
     }
+    g_dim = t.same("d");
   }
   {
     const Table t = read_csv(arg["train"]);
@@ -352,9 +374,9 @@ int main(int argc, char** argv) {
   try {
     plot_times(png + "/decode_time.png");
     plot_heatmap(png + "/decode_speedup_grid.png", "monotonic", 1, "float64",
-                 "Speedup of hard monotonic over soft attention (float64, d = 256)");
+                 "Speedup of hard monotonic over soft attention (float64, d = " + g_dim + ")");
     plot_heatmap(png + "/decode_speedup_grid_mocha_w4.png", "mocha", 4, "float64",
-                 "Speedup of MoChA (w = 4) over soft attention (float64, d = 256)");
+                 "Speedup of MoChA (w = 4) over soft attention (float64, d = " + g_dim + ")");
     plot_scaling(png + "/decode_scaling.png");
   } catch (const mona::Error& e) {
     std::fprintf(stderr, "mona_bench_report: %s\n", e.what());
@@ -391,7 +413,7 @@ int main(int argc, char** argv) {
   line("## Decoding (bench/decode)");
   line();
   line("Synthetic setup of 002 Appendix F / 000 Appendix B: memory h [T, d] and decoder states"
-       " s [U, d] uniform in [-1, 1], d = 256; one trial produces the U context vectors of one"
+       " s [U, d] uniform in [-1, 1], d = " + g_dim + "; one trial produces the U context vectors of one"
        " output sequence. Every mechanism runs through `Attention::hard_step_into` (the out= form"
        " of `hard_step`) over a finished"
        " `OnlineMemory` (built by `Attention::extend`), the public online step a streaming decoder"
@@ -486,7 +508,7 @@ int main(int argc, char** argv) {
   };
   line("### Roofline probes and cost per inspected memory entry");
   line();
-  line("`probe/bestdot`: one d = 256 dot product in a tight loop over an L2-resident memory, by the"
+  line("`probe/bestdot`: one d = " + g_dim + " dot product in a tight loop over an L2-resident memory, by the"
        " fastest dot product this CPU runs: candidates with 2, 4 and 8 accumulators in its widest vectors"
        " and Eigen's, compiled with -march=native (bench/peers.cc), the fastest in this run taken (the cost"
        " floor of one inspected entry); `probe/dot`: the same loop with mona's dot product"
@@ -495,7 +517,7 @@ int main(int argc, char** argv) {
        (pset ? std::to_string(pset->T) + " rows" : std::string("its rows")) + ", from the same cache"
        " level as the decoder's memory), and the best dot products' loops over those bytes;"
        " `probe/gemm`: the same dot"
-       " products as one [1024, 256] x [256, 1024] GEMM (OpenBLAS), the machine's attainable"
+       " products as one [1024, " + g_dim + "] x [" + g_dim + ", 1024] GEMM (OpenBLAS), the machine's attainable"
        " throughput.");
   line();
   line("| dtype | best dot ns/dot (candidate) | mona dot ns/dot | mona dot, grid's working set, ns/dot | best dot, grid's working set, ns/dot (candidate) | GEMM ns/dot | soft ns/entry | monotonic ns/entry | entries inspected per step (monotonic) | monotonic / best dot, grid's working set | monotonic / GEMM dot | PreparedHardStep ns/entry | PreparedHardStep / best dot, grid's working set | PreparedHardStep + copy ns/entry | PreparedHardStep + copy / best dot, grid's working set |");
@@ -630,7 +652,22 @@ int main(int argc, char** argv) {
   line();
   // The pool against this machine's L3 (the report runs where the benchmarks ran).
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const double pool_mib = 256;
+  // The smallest pool of the sweep's points (each takes as many data sets as fill
+  // bench/decode.cc's cold_bytes), from the data sets the rows report: keys, values and
+  // queries, (2 T + U) d elements per set.
+  double pool_mib = 0;
+  for (const DecodeRow& r : g_decode) {
+    if (r.kind != "scaling" || r.data_sets <= 0) continue;
+    const double mib = static_cast<double>(r.data_sets * (2 * r.T + r.U) * r.d) * (r.dtype == "float64" ? 8 : 4) /
+                       1048576.0;
+    pool_mib = pool_mib > 0 ? std::min(pool_mib, mib) : mib;
+  }
+  const DecodeRow* grid_row = find_decode("grid", "monotonic", 1, "float64", nmax, nmax);
+  const std::string grid_sets = grid_row ? std::to_string(grid_row->data_sets) : std::string("?");
+  // A float64 memory of T entries with its keys, in MiB.
+  const auto memory_mib = [](int64_t T) {
+    return g_dim == "?" ? g_dim : fmt(2.0 * static_cast<double>(T) * std::stod(g_dim) * 8 / 1048576.0);
+  };
   const std::string pool_level =
       l3 <= 0 ? "beyond the L2, and from DRAM where the L3 is smaller than the pool (glibc reports no L3 here)"
       : static_cast<double>(l3) < pool_mib * 1048576.0 / 2
@@ -641,11 +678,13 @@ int main(int argc, char** argv) {
                 fmt(static_cast<double>(l3) / 1048576.0) +
                 " MiB that glibc reports (shared with other tenants on a VM), so part of it may come from the L3";
   line("Every trial of the sweep decodes a data set that no earlier trial of the same point"
-       " touched (each point cycles through 256 MiB of data sets, bench/decode.cc, cold_bytes), so every"
+       " touched (each point cycles through at least " + fmt(pool_mib) + " MiB of data sets, bench/decode.cc,"
+       " cold_bytes), so every"
        " size reads its memory " + pool_level + ", and the growth with T is the algorithm's, not a change"
-       " of cache level: a [1000, 256] float64 memory with its keys is 4 MiB, beyond the L2,"
-       " while at T = 100 it is 400 KiB. (The grid above cycles through 10 data sets, which stay"
-       " in cache at T = U <= 100; compare its T = U = 100 row with the first column here.)");
+       " of cache level: a [1000, " + g_dim + "] float64 memory with its keys is " + memory_mib(1000) +
+       " MiB, beyond the L2, while at T = 100 it is " + memory_mib(100) + " MiB. (The grid above cycles through " +
+       grid_sets + " data sets, which stay in cache at T = U <= " + std::to_string(nmax) +
+       "; compare its T = U = " + std::to_string(nmax) + " row with the first column here.)");
   line();
   line("| mechanism | dtype | 100 us | 1000 us | 10000 us | ratio 1000/100 | ratio 10000/1000 |");
   line("|---|---|---|---|---|---|---|");
@@ -662,7 +701,8 @@ int main(int argc, char** argv) {
   line();
   line("![scaling](" + link + "decode_scaling.png)");
   line();
-  line("Building the memory (`Attention::extend`: copy + keys W h, one [256] x [256, 256] product"
+  line("Building the memory (`Attention::extend`: copy + keys W h, one [" + g_dim + "] x [" + g_dim + ", " + g_dim +
+       "] product"
        " per entry, so that an entry's key never depends on how many entries arrived with it and"
        " streaming equals offline bit for bit (nn/attention.h); the same for every mechanism, not"
        " part of the times above):");
@@ -829,11 +869,16 @@ int main(int argc, char** argv) {
   if (arg.count("g2p")) {
     const Table t = read_csv(arg["g2p"]);
     const int ci = t.col("impl"), ct = t.col("threads"), cv = t.col("tokens_per_second");
-    const int cr = t.col("round"), cp = t.col("parameters");
-    // The model's size as each run reported it (mona's "model: N parameters" line, the peer's
-    // own count): one figure per side when the runs agree.
-    std::set<std::string> mona_params, peer_params;
-    for (const auto& r : t.rows) (r[ci].rfind("mona", 0) == 0 ? mona_params : peer_params).insert(r[cp]);
+    const int cr = t.col("round"), cp = t.col("parameters"), cbatch = t.col("batch");
+    // The model's size and the batch size as each run reported them (mona's "model: N
+    // parameters" line and saved configuration, the peer's own counts): one figure per side
+    // when the runs agree.
+    std::set<std::string> mona_params, peer_params, mona_batch, peer_batch;
+    for (const auto& r : t.rows) {
+      const bool mona = r[ci].rfind("mona", 0) == 0;
+      (mona ? mona_params : peer_params).insert(r[cp]);
+      (mona ? mona_batch : peer_batch).insert(r[cbatch]);
+    }
     std::map<std::string, std::vector<double>> runs;
     std::map<int, std::map<std::string, double>> by_round;  // round -> "impl,threads" -> tokens/s
     for (const auto& r : t.rows) {
@@ -856,7 +901,11 @@ int main(int argc, char** argv) {
                                  ? counts(mona_params) + " parameters, the peer's the same"
                                  : counts(mona_params) + " parameters; the peer's model has " + counts(peer_params) +
                                        ", not the same model";
-    line("`mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` (as the runs report them: " + size + "; batch 64)"
+    const std::string batch = mona_batch == peer_batch
+                                  ? "batch " + counts(mona_batch) + ", the peer's the same"
+                                  : "batch " + counts(mona_batch) + "; the peer's batch is " + counts(peer_batch) +
+                                        ", not the same training";
+    line("`mona train recipes/g2p-cmudict/configs/mocha_w4.yaml` (as the runs report them: " + size + "; " + batch + ")"
          " against the same model written in eager PyTorch by a user (bench/python/g2p_peer.py: Debian's"
          " python3-torch, the closed-form MoChA, `torch.set_num_threads`), target tokens per second, min / median of " +
          std::to_string(runs.empty() ? 0 : runs.begin()->second.size()) +
@@ -924,31 +973,36 @@ int main(int argc, char** argv) {
   // Optional (--features): the log-mel filterbank's speed, from bench/features.
   struct FeatureRow {
     std::string mode;
-    double audio_s = 0, frames = 0, bins = 0, ns = 0, x_realtime = 0;
+    double audio_s = 0, frames = 0, bins = 0, ns = 0, x_realtime = 0, chunk_ms = 0;
   };
   std::vector<FeatureRow> features;
   if (arg.count("features")) {
     const Table t = read_csv(arg["features"]);
     const int cm = t.col("mode"), ca = t.col("audio_s"), cf = t.col("frames"), cb = t.col("bins"),
-              cns = t.col("cpu_ns"), cx = t.col("x_realtime"), csr = t.col("sample_rate");
-    // The filterbank's size as the run reports it (every row runs the same options).
-    const std::string bins = t.rows.empty() ? "?" : t.rows.front()[cb];
-    const std::string khz = t.rows.empty() ? "?" : fmt(std::stod(t.rows.front()[csr]) / 1000);
+              cns = t.col("cpu_ns"), cx = t.col("x_realtime"), cc = t.col("chunk_ms");
+    // The filterbank's options as the run reports them (every row runs the same options).
+    const std::string sr = t.same("sample_rate");
+    const std::string khz = sr == "?" ? sr : fmt(std::stod(sr) / 1000);
+    std::string chunks;  // the online rows' chunk sizes
     for (const auto& r : t.rows) {
-      features.push_back({r[cm], std::stod(r[ca]), std::stod(r[cf]), std::stod(r[cb]),
-                          std::stod(r[cns]), std::stod(r[cx])});
+      features.push_back({r[cm], std::stod(r[ca]), std::stod(r[cf]), std::stod(r[cb]), std::stod(r[cns]),
+                          std::stod(r[cx]), std::stod(r[cc])});
+      if (features.back().chunk_ms > 0) chunks += (chunks.empty() ? "" : " and ") + r[cc] + " ms";
     }
     line("## Log-mel features (bench/features)");
     line();
-    line("mona::audio's Kaldi filterbank (`compute_fbank`, and `OnlineFbank` fed 10 ms chunks), " + bins +
-         " mel bins at " + khz + " kHz, 25 ms / 10 ms frames, dither 0, one thread, on a speech-like test signal. "
+    line("mona::audio's Kaldi filterbank (`compute_fbank`" +
+         (chunks.empty() ? std::string() : ", and `OnlineFbank` fed " + chunks + " chunks") + "), " +
+         t.same("bins") + " mel bins at " + khz + " kHz, " + t.same("frame_length_ms") + " ms / " +
+         t.same("frame_shift_ms") + " ms frames, dither " + t.same("dither") +
+         ", one thread, on a speech-like test signal. "
          "Real-time factor = seconds of audio / CPU seconds. Raw numbers: [features.csv](" + link +
          "features.csv).");
     line();
     line("| mode | audio (s) | frames x bins | CPU ms | us per frame | x real time |");
     line("| --- | --- | --- | --- | --- | --- |");
     for (const auto& f : features) {
-      line("| " + std::string(f.mode == "offline" ? "offline (compute_fbank)" : "online, 10 ms chunks") +
+      line("| " + (f.chunk_ms > 0 ? "online, " + fmt(f.chunk_ms) + " ms chunks" : std::string("offline (compute_fbank)")) +
            " | " + fmt(f.audio_s) + " | " + fmt(f.frames, 4) + " x " + fmt(f.bins) + " | " +
            fmt(f.ns / 1e6) + " | " + fmt(f.ns / 1e3 / std::max(f.frames, 1.0)) + " | " +
            fixed(f.x_realtime, 0) + "x |");
@@ -961,19 +1015,26 @@ int main(int argc, char** argv) {
   if (arg.count("streams")) {
     const Table t = read_csv(arg["streams"]);
     const int cm = t.col("mode"), cs = t.col("streams"), ct = t.col("tokens"), cr = t.col("real_ns"),
-              cx = t.col("x_realtime"), ca = t.col("audio_s");
-    const std::string audio_s = t.rows.empty() ? "?" : t.rows.front()[ca];  // per stream, as the run reports it
+              cx = t.col("x_realtime");
     std::map<std::string, double> together;  // streams -> x real time of decode_streams
     for (const auto& r : t.rows) {
       if (r[cm] == "decode_streams") together[r[cs]] = std::stod(r[cx]);
     }
+    // The model as the run reports it (one model for every row).
+    const std::string reduction = t.same("time_reduction_layers");
+    const std::string lstm = t.same("encoder_layers") + " LSTM layers of " + t.same("encoder_hidden") +
+                             (reduction == "0"   ? std::string(" without time reduction")
+                              : reduction == "1" ? std::string(" with time reduction after the first")
+                                                 : " with time reduction after each of the first " + reduction);
     line("## Concurrent audio streams (bench/streams)");
     line();
-    line("S streams of " + audio_s + " s of audio each, fed in interleaved 100 ms chunks (`Recognizer::accept_waveform`: "
-         "resampling, log-mel features, encoder, MoChA search), advanced after every round together "
+    line("S streams of " + t.same("stream_s") + " s of audio each, fed in interleaved " + t.same("chunk_ms") +
+         " ms chunks (`Recognizer::accept_waveform`: "
+         "resampling, log-mel features, encoder, `" + t.same("attention") + "` search), advanced after every round together "
          "(`Recognizer::decode_streams`, one batched LSTM step per layer) or one by one (`decode()`). "
-         "Model: 80 log-mel bins, two convolutions (32 channels), 3 LSTM layers of 256 with time "
-         "reduction after the first, a 256-unit decoder, 64 tokens; untrained; one thread. "
+         "Model: " + t.same("bins") + " log-mel bins, two convolutions (" + t.same("conv_channels") + " channels), " +
+         lstm + ", `" + t.same("attention") + "` attention (chunk_size " + t.same("chunk_size") + "), a " + t.same("decoder_hidden") +
+         "-unit decoder, " + t.same("output_vocab") + " tokens; untrained; one thread. "
          "x real time = seconds of audio of all streams / wall seconds. Raw numbers: [streams.csv](" +
          link + "streams.csv).");
     line();
@@ -1084,7 +1145,7 @@ int main(int argc, char** argv) {
        fmt(verdict.max_rel, 2) + "; float32 rounding is 6e-8 relative.)");
   for (const auto& f : features) {
     verdict_line(std::string("log-mel features, ") +
-                     (f.mode == "offline" ? "offline" : "online in 10 ms chunks") +
+                     (f.chunk_ms > 0 ? "online in " + fmt(f.chunk_ms) + " ms chunks" : std::string("offline")) +
                      ", times faster than real time on one core",
                  f.x_realtime, 500, true, "x");
   }

@@ -6,7 +6,8 @@
 // (the cost does not depend on the weights, only on how often tokens are emitted, which
 // init_r = -1 keeps moderate): 80 log-mel bins, the two-convolution front end (32 channels),
 // 3 unidirectional LSTM layers of 256 with time reduction after the first, MoChA (w = 4),
-// a 256-unit decoder, 64 output tokens. One intra-op thread. The figure is x_realtime =
+// a 256-unit decoder, 64 output tokens (model() below; every CSV row carries these sizes and
+// the chunk, which the report reads). One intra-op thread. The figure is x_realtime =
 // seconds of audio of all streams / wall seconds: how many live streams one core serves.
 //
 // Usage: mona_bench_streams [--quick] [--csv=FILE] [--reps=N] [gbench flags]
@@ -32,7 +33,8 @@ mona::bench::Flags g_config("streams.csv");
 
 constexpr int kRate = 16000;
 constexpr double kSeconds = 4.0;
-constexpr size_t kChunk = kRate / 10;  // 100 ms
+constexpr int kChunkMs = 100;
+constexpr size_t kChunk = kRate * kChunkMs / 1000;
 
 std::shared_ptr<mona::nn::Seq2Seq> model() {
   static std::shared_ptr<mona::nn::Seq2Seq> m;
@@ -147,7 +149,14 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   std::ostringstream csv;
-  csv << "mode,streams,audio_s,tokens,threads,reps,real_ns,x_realtime\n";
+  // The model's sizes, in every row (one model for every point).
+  const mona::nn::ModelOptions& o = model()->options();
+  std::ostringstream sizes;
+  sizes << o.features.num_bins() << ',' << o.conv_channels << ',' << o.encoder_layers << ',' << o.encoder_hidden << ','
+        << o.time_reduction_layers << ',' << o.attention << ',' << o.attention_options.chunk_size << ','
+        << o.decoder_hidden << ',' << o.output_vocab;
+  csv << "mode,streams,stream_s,audio_s,chunk_ms,tokens,threads,reps,real_ns,x_realtime,bins,conv_channels,"
+         "encoder_layers,encoder_hidden,time_reduction_layers,attention,chunk_size,decoder_hidden,output_vocab\n";
   csv.precision(6);
   size_t rows = 0;
   for (const auto& r : reporter.runs) {
@@ -156,8 +165,9 @@ int main(int argc, char** argv) {
     if (it == g_points.end()) continue;
     const Point& p = it->second;
     const double real_ns = mona::bench::MinRunReporter::real_ns(r);
-    csv << p.mode << ',' << p.streams << ',' << p.streams * kSeconds << ',' << p.tokens << ",1," << g_config.reps
-        << ',' << real_ns << ',' << p.streams * kSeconds * 1e9 / real_ns << '\n';
+    csv << p.mode << ',' << p.streams << ',' << kSeconds << ',' << p.streams * kSeconds << ',' << kChunkMs << ','
+        << p.tokens << ",1," << g_config.reps << ',' << real_ns << ',' << p.streams * kSeconds * 1e9 / real_ns << ','
+        << sizes.str() << '\n';
     ++rows;
   }
   return mona::bench::write_csv("mona_bench_streams", g_config.csv, csv.str(), rows);

@@ -17,10 +17,11 @@ autograd, and MoChA's expected alignment in the closed form of the papers' publi
             clipped at 1, batch 64, batches of similar length (sorted within windows of 50
             batches, as mona buckets them)
 
-Prints one line: target tokens per second over the timed steps (after warm-up steps).
+Prints one line: target tokens per second over the timed steps (after warm-up steps), with
+the steps, threads, batch size and parameter count it ran.
 
 Usage: /usr/bin/python3 bench/python/g2p_peer.py TRAIN_TSV [--threads N] [--steps N]
-       [--warmup N] [--seed N]
+       [--warmup N] [--seed N] [--batch N]
 """
 
 import argparse
@@ -139,6 +140,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -147,7 +149,7 @@ def main():
     data = [([vin[s] for s in x], [vout[s] for s in y]) for x, y in pairs]
     model = Model(len(vin) + 4, len(vout) + 4)
     opt = torch.optim.Adam(model.parameters(), lr=0.005, betas=(0.9, 0.999), eps=1e-6, weight_decay=1e-6)
-    order = batches(data, 64, random.Random(a.seed))
+    order = batches(data, a.batch, random.Random(a.seed))
     tokens, start = 0, None
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
@@ -165,7 +167,8 @@ def main():
         opt.step()
         tokens += int((y_out != 0).sum())
     print(f"{tokens / (time.perf_counter() - start):.1f} target tokens/s "
-          f"({a.steps} steps, {a.threads} threads, {sum(p.numel() for p in model.parameters())} parameters)")
+          f"({a.steps} steps, {a.threads} threads, batch {a.batch}, "
+          f"{sum(p.numel() for p in model.parameters())} parameters)")
 
 
 if __name__ == "__main__":
