@@ -14,7 +14,8 @@
 #             (bench/peers.h) inspected and emitted exactly what mona's monotonic step did on
 #             the same data sets (an independent implementation of the same scan), and so
 #             did PreparedHardStep (prepared, prepared_copy), the same step on raw arrays.
-#  features.csv  both modes (offline, online_10ms) computed frames at a positive speed.
+#  features.csv  both modes (offline; online, fed chunks of chunk_ms > 0) computed frames at a
+#             positive speed.
 #  streams.csv   both ways of advancing concurrent streams measured a positive speed.
 set -eu
 dir=${1:?usage: check-smoke.sh DIR}
@@ -74,9 +75,10 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     where = "features.csv line " NR " (" $col["mode"] ")"
     if ($col["frames"] + 0 <= 0) { print "check-smoke: " where ": no frames"; bad = 1 }
     if ($col["x_realtime"] + 0 <= 0) { print "check-smoke: " where ": no speed measured"; bad = 1 }
+    if ($col["mode"] == "online" && $col["chunk_ms"] + 0 <= 0) { print "check-smoke: " where ": chunk_ms " $col["chunk_ms"] ", expected > 0"; bad = 1 }
   }
   END {
-    if (!("offline" in seen) || !("online_10ms" in seen)) { print "check-smoke: features.csv lacks offline or online_10ms"; bad = 1 }
+    if (!("offline" in seen) || !("online" in seen)) { print "check-smoke: features.csv lacks offline or online"; bad = 1 }
     exit bad
   }' "$dir/features.csv"
 [ -s "$dir/streams.csv" ] || { echo "check-smoke: $dir/streams.csv is missing or empty" >&2; exit 1; }

@@ -100,7 +100,7 @@ void bm_online(benchmark::State& state) {
   }
   state.counters["x_realtime"] =
       benchmark::Counter(seconds, benchmark::Counter::kIsIterationInvariantRate);
-  g_points["online_10ms"] = {"online_10ms", seconds, frames, o.num_bins(), kChunkMs};
+  g_points["online"] = {"online", seconds, frames, o.num_bins(), kChunkMs};
 }
 
 }  // namespace
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   std::vector<char*> rest = mona::bench::parse_flags(argc, argv, g_config, /*takes_threads=*/false);
   int n = static_cast<int>(rest.size());
   benchmark::Initialize(&n, rest.data());
-  for (auto [name, fn] : {std::pair{"fbank/offline", &bm_offline}, std::pair{"fbank/online_10ms", &bm_online}}) {
+  for (auto [name, fn] : {std::pair{"fbank/offline", &bm_offline}, std::pair{"fbank/online", &bm_online}}) {
     auto* b = benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond);
     if (g_config.quick) b->Iterations(2);
     mona::bench::repeat_min(b, g_config.reps);
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   size_t rows = 0;
   for (const auto& r : reporter.runs) {
     const std::string name = r.run_name.function_name;
-    const auto it = g_points.find(name == "fbank/offline" ? "offline" : "online_10ms");
+    const auto it = g_points.find(name == "fbank/offline" ? "offline" : "online");
     if (it == g_points.end()) continue;
     const Point& p = it->second;
     const double cpu_ns = mona::bench::MinRunReporter::cpu_ns(r);
