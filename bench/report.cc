@@ -118,6 +118,14 @@ const DecodeRow* find_decode(const std::string& kind, const std::string& mech, i
   return nullptr;
 }
 
+// The row of a probe (kind "probe"; bench/decode.cc runs one per mechanism and dtype), at
+// whatever sizes the run gave it.
+const DecodeRow* find_probe(const std::string& mech, const std::string& dtype) {
+  for (const auto& r : g_decode)
+    if (r.kind == "probe" && r.mech == mech && r.dtype == dtype) return &r;
+  return nullptr;
+}
+
 double decode_ns(const std::string& kind, const std::string& mech, int64_t w,
                  const std::string& dtype, int64_t T, int64_t U) {
   const DecodeRow* r = find_decode(kind, mech, w, dtype, T, U);
@@ -460,19 +468,14 @@ int main(int argc, char** argv) {
   line();
 
   // probes and per-entry cost
-  const DecodeRow* pdot = find_decode("probe", "dot", 0, "float64", 256, 1);
-  const DecodeRow* pgemm = find_decode("probe", "gemm", 0, "float64", 1024, 1024);
-  const DecodeRow* pdot32 = find_decode("probe", "dot", 0, "float32", 256, 1);
-  const DecodeRow* pgemm32 = find_decode("probe", "gemm", 0, "float32", 1024, 1024);
+  const DecodeRow* pdot = find_probe("dot", "float64");
+  const DecodeRow* pgemm = find_probe("gemm", "float64");
+  const DecodeRow* pdot32 = find_probe("dot", "float32");
+  const DecodeRow* pgemm32 = find_probe("gemm", "float32");
   // probe/dot_grid_set reads as many rows as a grid point at T = U = nmax cycles through
   // (its T: the rows; bench/decode.cc, kGridRows), the grid's working set.
-  const auto grid_set_probe = [&](const std::string& dt) -> const DecodeRow* {
-    for (const auto& r : g_decode)
-      if (r.kind == "probe" && r.mech == "dot_grid_set" && r.dtype == dt) return &r;
-    return nullptr;
-  };
-  const DecodeRow* pset = grid_set_probe("float64");
-  const DecodeRow* pset32 = grid_set_probe("float32");
+  const DecodeRow* pset = find_probe("dot_grid_set", "float64");
+  const DecodeRow* pset32 = find_probe("dot_grid_set", "float32");
   // The grid's working set in words: "<sets> data sets of <rows> rows of d = <d> (<MiB> MiB in
   // float32, <MiB> MiB in float64)", from the probe's rows (a data set: T keys, T values, U
   // queries at T = U = nmax).
@@ -517,7 +520,9 @@ int main(int argc, char** argv) {
        (pset ? std::to_string(pset->T) + " rows" : std::string("its rows")) + ", from the same cache"
        " level as the decoder's memory), and the best dot products' loops over those bytes;"
        " `probe/gemm`: the same dot"
-       " products as one [1024, " + g_dim + "] x [" + g_dim + ", 1024] GEMM (OpenBLAS), the machine's attainable"
+       " products as one " + (pgemm ? "[" + std::to_string(pgemm->T) + ", " + g_dim + "] x [" + g_dim + ", " +
+                                  std::to_string(pgemm->U) + "]" : std::string("square")) +
+       " GEMM (OpenBLAS), the machine's attainable"
        " throughput.");
   line();
   line("| dtype | best dot ns/dot (candidate) | mona dot ns/dot | mona dot, grid's working set, ns/dot | best dot, grid's working set, ns/dot (candidate) | GEMM ns/dot | soft ns/entry | monotonic ns/entry | entries inspected per step (monotonic) | monotonic / best dot, grid's working set | monotonic / GEMM dot | PreparedHardStep ns/entry | PreparedHardStep / best dot, grid's working set | PreparedHardStep + copy ns/entry | PreparedHardStep + copy / best dot, grid's working set |");
@@ -629,7 +634,7 @@ int main(int argc, char** argv) {
        " number of energies evaluated, so it includes every per-step cost of `hard_step`.)");
   line();
   for (const std::string dt : {"float64", "float32"}) {
-    const DecodeRow* al = find_decode("probe", "alloc", 0, dt, 1, 1);
+    const DecodeRow* al = find_probe("alloc", dt);
     const DecodeRow* mono = find_decode("grid", "monotonic", 1, dt, nmax, nmax);
     const double d = best_dot(dt, "bestdot_grid_set:").first;  // the keys' cache level
     if (!al || !mono || mono->emitted <= 0) continue;
