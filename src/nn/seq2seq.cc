@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "check.h"
@@ -198,6 +199,24 @@ at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
   return x;
 }
 
+namespace {
+// Throws mona::ArgumentError unless every id of `ids` (int64, any shape) lies in [0, V),
+// naming the first one outside, e.g. "Encoder::forward: inputs[1, 3] = 57: expected a
+// symbol id in [0, 40)". Two reductions when all are valid; the position only on failure.
+void check_ids(const at::Tensor& ids, int64_t V, const char* fn, const char* name) {
+  if (ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < V)) return;
+  const at::Tensor flat = ids.flatten();
+  int64_t pos = torch::logical_or(flat < 0, flat >= V).nonzero()[0][0].item<int64_t>();
+  const int64_t value = flat[pos].item<int64_t>();
+  std::string index;  // pos as an index into ids, last dimension fastest
+  for (int64_t d = ids.dim() - 1; d >= 0; --d) {
+    index = std::to_string(pos % ids.size(d)) + (index.empty() ? "" : ", ") + index;
+    pos /= ids.size(d);
+  }
+  mona::detail::fail(fn, ": ", name, "[", index, "] = ", value, ": expected a symbol id in [0, ", V, ")");
+}
+}  // namespace
+
 std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, const at::Tensor& lengths) {
   const char* fn = "Encoder::forward";
   MONA_CHECK(inputs.defined() && inputs.device().is_cpu(), fn, ": inputs: expected a CPU tensor");
@@ -212,8 +231,7 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     MONA_CHECK(inputs.dim() == 2 && inputs.scalar_type() == at::kLong, fn,
                 ": inputs: expected int64 symbols [B, T], got ", inputs.scalar_type(), " ", inputs.sizes());
     const int64_t V = options_.input_vocab;
-    MONA_CHECK(inputs.numel() == 0 || (inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < V),
-                fn, ": inputs: symbol ids must lie in [0, ", V, ")");
+    check_ids(inputs, V, fn, "inputs");
     if (options_.append_eos) {  // x[b, lens[b]] = </s>; padding stays <pad>
       at::Tensor with_eos = torch::cat({inputs, torch::zeros({inputs.size(0), 1}, inputs.options())}, 1);
       with_eos.scatter_(1, lens.unsqueeze(1), kEos);
@@ -225,6 +243,8 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
   } else {
     MONA_CHECK(inputs.dim() == 3 && inputs.size(2) == options_.feature_dim, fn,
                 ": inputs: expected features [B, T, F = ", options_.feature_dim, "], got ", inputs.sizes());
+    MONA_CHECK(inputs.scalar_type() == conv1->weight.scalar_type(), fn, ": inputs: expected features of dtype ",
+               conv1->weight.scalar_type(), " (the model's), got ", inputs.scalar_type());
     const int64_t T = inputs.size(1);
     auto time_mask = [](const at::Tensor& l, int64_t n, const at::TensorOptions& opt) {
       return (torch::arange(n, torch::kLong).unsqueeze(0) < l.unsqueeze(1)).to(opt.dtype());
@@ -288,11 +308,12 @@ std::vector<at::Tensor> Encoder::stream_front_end(EncoderStream& s, const at::Te
     if (symbols) {
       MONA_CHECK(inputs.dim() == 1 && inputs.scalar_type() == at::kLong, fn,
                   ": inputs: expected int64 symbols [n], got ", inputs.scalar_type(), " ", inputs.sizes());
-      MONA_CHECK(inputs.min().item<int64_t>() >= 0 && inputs.max().item<int64_t>() < options_.input_vocab,
-                  fn, ": inputs: symbol ids must lie in [0, ", options_.input_vocab, ")");
+      check_ids(inputs, options_.input_vocab, fn, "inputs");
     } else {
       MONA_CHECK(inputs.dim() == 2 && inputs.size(1) == options_.feature_dim, fn,
                   ": inputs: expected frames [n, F = ", options_.feature_dim, "], got ", inputs.sizes());
+      MONA_CHECK(inputs.scalar_type() == conv1->weight.scalar_type(), fn, ": inputs: expected frames of dtype ",
+                 conv1->weight.scalar_type(), " (the model's), got ", inputs.scalar_type());
     }
   }
   s.finished = finished;
@@ -554,12 +575,14 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
                          const LengthPenaltyOptions* length_penalty, const BatchTotals* totals,
                          LossTerms* terms) {
   const char* fn = "Seq2Seq::loss";
+  MONA_CHECK(inputs.defined(), fn, ": inputs: expected a tensor, got an undefined one");
   MONA_CHECK(targets.dim() == 2 && targets.scalar_type() == at::kLong, fn,
               ": targets: expected int64 [B, U], got ", targets.scalar_type(), " ", targets.sizes());
   MONA_CHECK(targets.size(0) == inputs.size(0), fn, ": targets: batch ", targets.size(0),
               " differs from inputs' ", inputs.size(0));
   const at::Tensor tl = detail::check_lengths(target_lengths, fn, "target_lengths", targets.size(0), targets.size(1));
   MONA_CHECK(tl.defined(), fn, ": target_lengths must be given");
+  check_ids(targets, options_.output_vocab, fn, "targets");
   smoothing.validate();
   if (length_penalty) {
     MONA_CHECK(std::isfinite(length_penalty->lambda) && length_penalty->lambda >= 0, fn,

@@ -468,7 +468,6 @@ TEST(ConditionalBernoulli, StableForLongSequencesAndLargeLogits) {
       EXPECT_NEAR(m[static_cast<size_t>(t)], double(k) / double(nhigh), 1e-9);
     }
   }
-  EXPECT_LT(secs, 10.0);
   std::cout << "[ figures  ] CB T=10000 k=300 logits +-50: table + marginals + 3 samplers + grad "
             << secs << " s; log P(K=k) = " << q[static_cast<size_t>(k)] << ", IDB sample log-prob "
             << lp_idb << "\n";

@@ -651,23 +651,29 @@ TEST(MochaEdge, PaddingIsNeverReadAndWrittenZero) {
   }
 }
 
+// w = T and any larger w give the same chunks: entry j's chunk starts at max(0, j - w + 1) =
+// 0 either way. Cases with T >= 5 (a draw with T = 1 would make every w alike).
 TEST(MochaEdge, ChunkLargerThanMemoryEqualsWholeMemory) {
   Random rng(14);
-  const Case c = random_case(rng, 9);
-  const auto alpha = c.fill([&] { return rng.uniform(0.0, 1.0); }, 0.0);
-  const auto u = c.fill([&] { return rng.normal(0.0, 2.0); }, 0.0);
-  const auto g = c.fill([&] { return rng.normal(0.0, 1.0); }, 0.0);
-  const auto b1 = run_forward<double>(alpha, u, c, c.T);
-  const auto b2 = run_forward<double>(alpha, u, c, std::numeric_limits<int64_t>::max());
-  std::vector<double> ga1, gu1, ga2, gu2;
-  run_backward<double>(g, alpha, u, c, c.T, ga1, gu1);
-  run_backward<double>(g, alpha, u, c, std::numeric_limits<int64_t>::max(), ga2, gu2);
-  EXPECT_EQ(b1, b2);
-  EXPECT_EQ(ga1, ga2);
-  EXPECT_EQ(gu1, gu2);
+  for (int tested = 0; tested < 5;) {
+    const Case c = random_case(rng, 9);
+    if (c.T < 5) continue;
+    ++tested;
+    const auto alpha = c.fill([&] { return rng.uniform(0.0, 1.0); }, 0.0);
+    const auto u = c.fill([&] { return rng.normal(0.0, 2.0); }, 0.0);
+    const auto g = c.fill([&] { return rng.normal(0.0, 1.0); }, 0.0);
+    const auto b1 = run_forward<double>(alpha, u, c, c.T);
+    const auto b2 = run_forward<double>(alpha, u, c, std::numeric_limits<int64_t>::max());
+    std::vector<double> ga1, gu1, ga2, gu2;
+    run_backward<double>(g, alpha, u, c, c.T, ga1, gu1);
+    run_backward<double>(g, alpha, u, c, std::numeric_limits<int64_t>::max(), ga2, gu2);
+    EXPECT_EQ(b1, b2) << "T = " << c.T;
+    EXPECT_EQ(ga1, ga2) << "T = " << c.T;
+    EXPECT_EQ(gu1, gu2) << "T = " << c.T;
+  }
 }
 
-TEST(MochaEdge, LongMemoryIsFastAndFinite) {
+TEST(MochaEdge, LongMemoryIsFiniteAndNormalised) {
   const int64_t B = 1, U = 10, Tn = 100000, w = 4;
   Random rng(15);
   std::vector<float> alpha(static_cast<size_t>(B * U * Tn)), u(alpha.size()), g(alpha.size());
@@ -691,9 +697,6 @@ TEST(MochaEdge, LongMemoryIsFastAndFinite) {
   std::printf("[   info   ] T = %lld, U = %lld, w = %lld: forward %.3f s, backward %.3f s\n",
               static_cast<long long>(Tn), static_cast<long long>(U),
               static_cast<long long>(w), fwd, bwd);
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(fwd + bwd, 10.0);  // "in seconds"; generous so a loaded CI machine does not flake
-#endif
   for (int64_t i = 0; i < U; ++i) {
     double sa = 0, sb = 0;
     for (int64_t j = 0; j < Tn; ++j) {

@@ -521,7 +521,40 @@ TEST(Seq2Seq, LossErrors) {
   auto x_bad = x.clone();
   x_bad[0][0] = 12;
   expect_error([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
-                     "symbol ids must lie in [0, 10)");
+                     "Encoder::forward: inputs[0, 0] = 12: expected a symbol id in [0, 10)");
+  x_bad = x.clone();
+  x_bad[1][3] = -1;
+  expect_error([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
+                     "Encoder::forward: inputs[1, 3] = -1: expected a symbol id in [0, 10)");
+  // Targets outside the output vocabulary used to reach the embedding and fail in LibTorch.
+  auto y_bad = y.clone();
+  y_bad[1][2] = model->options().output_vocab;
+  expect_error([&] { model->loss(x, xl, y_bad, torch::tensor({3, 2}, torch::kLong), {}); },
+                     "Seq2Seq::loss: targets[1, 2] = " + std::to_string(model->options().output_vocab) +
+                     ": expected a symbol id in [0, " + std::to_string(model->options().output_vocab) + ")");
+  expect_error([&] { model->loss(torch::Tensor(), xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
+                     "Seq2Seq::loss: inputs: expected a tensor, got an undefined one");
+}
+
+TEST(Seq2Seq, EncoderNamesTheBadSymbolOrFrameDtype) {
+  // Symbols: the first id outside [0, V) and where it is, offline and streaming.
+  ModelOptions o = tiny_monotonic_options("mocha");
+  nn::Encoder symbols(o);
+  symbols.eval();
+  torch::NoGradGuard ng;
+  nn::EncoderStream st;
+  expect_error([&] { symbols.stream(st, torch::tensor({4L, 5L, 99L, 200L}), false); },
+               "Encoder::stream: inputs[2] = 99: expected a symbol id in [0, 10)");
+  // Frames of another dtype than the model's used to fail inside conv2d with LibTorch's error.
+  o.input_kind = "features";
+  o.feature_dim = 4;
+  nn::Encoder frames(o);
+  frames.eval();
+  expect_error([&] { frames.forward(torch::zeros({1, 6, 4}, torch::kDouble), torch::tensor({6L})); },
+               "Encoder::forward: inputs: expected features of dtype Float (the model's), got Double");
+  nn::EncoderStream fs;
+  expect_error([&] { frames.stream(fs, torch::zeros({6, 4}, torch::kDouble), false); },
+               "Encoder::stream: inputs: expected frames of dtype Float (the model's), got Double");
 }
 
 }  // namespace

@@ -171,10 +171,13 @@ TEST(AudioStream, TimesWithoutSnipEdgesAreTheFramesEndsCappedAtTheAudio) {
 // Hard monotonic attention, MoChA and MAtChA release the entries before t_{i-1} (minus
 // w - 1 for MoChA) after every decode: the memory's first readable entry follows the last
 // choice exactly and the entries held stay within the amortised bound (checked on
-// untrained models, whose attention wanders). With a trained model, whose attention
-// advances about one entry per output, a long stream then holds a few dozen entries.
+// untrained models, whose attention wanders). Both hold whatever the model: a model whose
+// attention advances about one entry per output then holds a few dozen entries on a long
+// stream. Whether a trained model keeps up on inputs far longer than its training examples
+// is the model's property, which moves with the training's rounding (so with the BLAS and
+// kernel variant), and is not tested here.
 void check_release(const std::shared_ptr<nn::Seq2Seq>& model, const std::vector<int64_t>& input,
-                   const std::string& what, int64_t* largest_held, int64_t* checked) {
+                   const std::string& what, int64_t* checked) {
   stream::Recognizer rec(model, nn::SearchOptions{});
   const auto& a = model->options().attention_options;
   const int64_t w = model->options().attention == "mocha" ? a.chunk_size : 1;
@@ -191,7 +194,6 @@ void check_release(const std::shared_ptr<nn::Seq2Seq>& model, const std::vector<
     }
     // Released entries move out once as many are dropped as kept (at least 16).
     EXPECT_LT(s->memory_held(), std::max<int64_t>(16, kept) + kept) << what;
-    *largest_held = std::max(*largest_held, s->memory_held());
   }
 }
 
@@ -206,8 +208,8 @@ TEST(AudioStream, MemoryIsReleasedBehindTheAttention) {
     torch::manual_seed(2);
     nn::ModelOptions o = tiny_monotonic_options(mech);
     o.attention_options.init_r = 1.0;
-    int64_t largest = 0, checked = 0;
-    check_release(std::make_shared<nn::Seq2Seq>(o), input, mech + " untrained", &largest, &checked);
+    int64_t checked = 0;
+    check_release(std::make_shared<nn::Seq2Seq>(o), input, mech + " untrained", &checked);
     EXPECT_GT(checked, 100) << mech;
   }
   // SAGMM-tr with the fixed window releases before gamma_{i-1} - (c - 1) / 2, with the
@@ -234,30 +236,6 @@ TEST(AudioStream, MemoryIsReleasedBehindTheAttention) {
     EXPECT_EQ(rec.result(*s).tokens, offline.tokens) << mech;
     EXPECT_EQ(rec.result(*s).score, offline.score) << mech;
   }
-  // A trained model whose attention keeps up with the 600-symbol stream holds a few dozen
-  // entries. Whether a 400-step model keeps up on inputs 50x longer than its training
-  // examples is the model's property, not the runtime's, and which seeds give such a model
-  // moves with the training's rounding. Measured over seeds 1-24 (2026-11-26): 10 models kept
-  // emitting through the stream holding at most 17-54 entries on this machine's default
-  // kernels, 4 with make test's other ones (MONA_KERNEL_TARGET=baseline, another OpenBLAS
-  // family); the others fell behind by 128-600 entries or ended early (the runtime then holds
-  // exactly what they need: check_release asserts it for every model). Seeds are tried until
-  // a model keeps up, first 19 and 24 (which did under both), and one of the 24 must.
-  std::vector<int> seeds = {19, 24};
-  for (int seed = 1; seed <= 24; ++seed) {
-    if (seed != 19 && seed != 24) seeds.push_back(seed);
-  }
-  bool kept_up = false;
-  for (size_t k = 0; k < seeds.size() && !kept_up; ++k) {
-    TinyTraining how;
-    how.steps = 400;
-    how.seed = static_cast<uint64_t>(seeds[k]);
-    int64_t largest = 0, checked = 0;
-    check_release(train_tiny(tiny_monotonic_options("monotonic"), how), input,
-                  "trained, seed " + std::to_string(seeds[k]), &largest, &checked);
-    kept_up = checked > 400 && largest < 64;  // emitting through the stream, with a few dozen entries
-  }
-  EXPECT_TRUE(kept_up) << "no model of seeds 1-24 kept up with a stream of " << input.size() << " symbols";
 }
 
 // The encoder's front end keeps only the frames its convolutions still read.
