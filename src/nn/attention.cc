@@ -234,8 +234,8 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
     if (!x.defined()) return;
     const int64_t cap = buf.defined() ? buf.size(0) : 0;
     if (!buf.defined() || buf.scalar_type() != x.scalar_type() || buf.size(1) != x.size(1)) {
-      MONA_CHECK(size_ == 0, "OnlineMemory: frames changed dtype or size mid-stream: got ",
-                  x.scalar_type(), " ", x.sizes());
+      MONA_CHECK(size_ == 0, "OnlineMemory: frames changed dtype or size mid-stream: the memory holds ",
+                 buf.scalar_type(), " rows of ", buf.size(1), " values, got ", x.scalar_type(), " ", x.sizes());
       buf = at::empty({std::max<int64_t>(16, n), x.size(1)}, x.options());
     } else if (stored + n > cap) {
       at::Tensor bigger = at::empty({std::max(2 * cap, stored + n), x.size(1)}, x.options());

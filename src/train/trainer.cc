@@ -508,15 +508,18 @@ std::vector<float> alignment_weights(const TrainedModel& t, const data::Example&
 
 std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input) {
   std::vector<std::string> labels;
-  if (t.takes_audio()) {  // each entry's time, in seconds, every 10th entry
+  if (t.takes_audio()) {  // every 10th entry's time, in seconds
+    // The end of the last frame the entry has read, as a stream reports an emission's time
+    // (audio::FbankOptions::frame_end_ms; stream::StreamResult::times_ms).
     const int64_t frames = t.input_tensor(input).size(0);
-    const int64_t entries = t.model->encoder->output_length(frames);
+    const nn::Encoder& encoder = *t.model->encoder;
+    const int64_t entries = encoder.output_length(frames);
     labels.resize(static_cast<size_t>(entries));
-    const double seconds_per_entry = t.model->encoder->subsampling() * t.config.model.features.frame_shift_ms / 1000;
     for (int64_t m = 0; m < entries; m += 10) {
+      const int64_t frame = std::min(encoder.last_input_of(m), frames - 1);
       std::ostringstream label;
       label.precision(3);
-      label << m * seconds_per_entry << "s";
+      label << t.config.model.features.frame_end_ms(frame) / 1000 << "s";
       labels[static_cast<size_t>(m)] = label.str();
     }
   } else {

@@ -552,6 +552,38 @@ TEST(Trainer, DevAudioThatCannotBeReadIsRefusedBeforeAnyStep) {
   EXPECT_EQ(train::Trainer(c).run({}, sink).steps, 4);
 }
 
+// An audio model's plot labels give every 10th memory entry's time as a stream reports an
+// emission's: the end of the last frame the entry has read. At 8 kHz a frame is 200 samples
+// every 80 (25 ms, shift 10 ms, snip_edges), so frame k ends at 10 k + 25 ms.
+TEST(Trainer, AudioPlotLabelsAreTheEntriesLastFrameEnds) {
+  TempDir d;
+  const train::Config c = tone_run_config(d);
+  write_raw(d / "dev.tsv", "wav/dev1.wav\tgo\nwav/dev2.wav\tleft\n");
+  std::ostringstream sink;
+  train::Trainer(c).run({}, sink);
+  const auto t = train::TrainedModel::load(d / "run/last.ckpt");
+  std::vector<float> x(8000, 0.1f);  // 1 s: 1 + (8000 - 200) / 80 = 98 frames
+  for (size_t n = 0; n < x.size(); n += 7) x[n] = -0.1f;
+  audio::write_wav(d / "wav/long.wav", x, 8000);
+  const std::vector<std::string> input = {d / "wav/long.wav"};
+  const auto labels = train::memory_labels(t, input);
+  const nn::Encoder& encoder = *t.model->encoder;
+  const int64_t entries = encoder.output_length(98);
+  ASSERT_EQ(static_cast<int64_t>(labels.size()), entries);
+  ASSERT_GT(entries, 20);
+  for (int64_t m = 0; m < entries; ++m) {
+    if (m % 10 != 0) {
+      EXPECT_EQ(labels[static_cast<size_t>(m)], "") << m;
+      continue;
+    }
+    const int64_t frame = std::min<int64_t>(encoder.last_input_of(m), 97);
+    std::ostringstream want;
+    want.precision(3);
+    want << (10.0 * static_cast<double>(frame) + 25.0) / 1000 << "s";
+    EXPECT_EQ(labels[static_cast<size_t>(m)], want.str()) << m;
+  }
+}
+
 // A stream buffer that calls `action` once the text written to it first contains `marker`.
 class CallOnMarker : public std::streambuf {
  public:

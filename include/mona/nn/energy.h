@@ -18,8 +18,9 @@
 // for online decoding: EnergyScorer evaluates e_j for a single key from raw memory, with
 // no tensor allocation, so that the hard online step pays for the entries it inspects only.
 //
-// Initialisation follows 002 Appendix G: g = 1/sqrt(Dk); r = init_r (negative, default -4
-// as in 000 for speech, so that 1 - p starts near 1 and attention does not decay at once).
+// Initialisation follows 002 sec. 2.4: g = 1/sqrt(Dk); r = init_r, negative so that 1 - p
+// starts near 1 and attention does not decay at once (default -4, as 002 App. D.1.2 and 000
+// use for speech; 002 App. G reports -5 to -1 all working).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -110,7 +111,8 @@ struct EnergyOptions {
   int64_t memory_dim = 0;     ///< Dh, size of a memory entry
   int64_t attention_dim = 0;  ///< d, hidden size of the additive energies (0: = Dh)
   double init_r = -4.0;       ///< initial offset r (monotonic energies)
-  /// Throws mona::ArgumentError naming the field unless the sizes are positive.
+  /// Throws mona::ArgumentError naming the field and its value unless query_dim > 0,
+  /// memory_dim > 0, attention_dim >= 0 and init_r is finite.
   void validate(const char* who) const;
 };
 

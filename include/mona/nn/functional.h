@@ -68,7 +68,7 @@ at::Tensor attention_context(const at::Tensor& weights, const at::Tensor& values
 
 /// How the attention weights of monotonic_attention_step follow from its alignment.
 enum class ChunkRule {
-  kNone,      ///< hard monotonic attention: the weights are alpha_i itself (002 eq. 13)
+  kNone,      ///< hard monotonic attention: the weights are alpha_i itself (002 eqs. 13-14)
   kFixed,     ///< MoChA: chunks of w entries ending at the chosen one (000 eqs. 24-25)
   kAdaptive,  ///< MAtChA: chunks from t_{i-1} to t_i (000 eq. 28)
 };
@@ -82,10 +82,10 @@ struct MonotonicStepOutput {
 
 /// One decoder step of the monotonic family in expectation, from the step's energies to
 /// its context (000 eqs. 20-26; with ChunkRule::kAdaptive eq. 28 in place of 25; with
-/// kNone, 002 eqs. 12-13 and 3):
+/// kNone, 002 eqs. 12-14 and 3):
 ///
 ///   p_i     = sigmoid(e_i + noise_std * noise)           (000 eqs. 21-22, 002 eq. 12)
-///   alpha_i = monotonic_alignment_step(p_i, alpha_prev)  (002 eq. 13: 000 eq. 23's recurrence)
+///   alpha_i = monotonic_alignment_step(p_i, alpha_prev)  (002 eqs. 13-14: 000 eq. 23's recurrence)
 ///   beta_i  = alpha_i                                    (kNone)
 ///             mocha_chunkwise(alpha_i, u_i, w)           (kFixed, 000 eq. 25)
 ///             matcha_chunkwise(alpha_prev, p_i, u_i)     (kAdaptive, 000 eq. 28)

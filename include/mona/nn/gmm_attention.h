@@ -7,7 +7,7 @@
 //
 // Module (H = GmmAttentionOptions::num_heads Gaussians, each with its own position):
 //   per step i, from the query s_{i-1} [Dq]:  [Delta, v_raw, phi] = W s + b   (eq. 4)
-//     Delta_h  = softplus(.)    then clamped to [0, max_step] (SAGMM; eq. 13's text: 3)
+//     Delta_h  = softplus(.)    then clamped to [0, max_step] (003 sec. 2.3 after eq. 13: 3; GmmAttentionOptions::max_step)
 //     v_h      = softplus(v_raw) + min_variance   (a variance; the floor keeps it > 0)
 //     w_h      = softmax_h(phi)                    (eq. 8)
 //     mu_h(i)  = mu_h(i-1) + Delta_h,  mu_h(-1) = 0                       (eq. 5)
@@ -173,8 +173,8 @@ class GmmAttention : public Attention {
                            GmmHardState& state);
   bool is_online() const override { return window_.window != core::GmmWindow::kNone; }
   /// kFixed (sagmm-fixed): gamma_{i-1} - (c - 1) / 2, the least over the heads: gamma never
-  /// decreases (003 eq. 18 searches from gamma_{i-1}) and the window is gamma +- (c - 1) / 2
-  /// (eqs. 19-20). kAdaptive (sagmm-tr) with gmm.max_variance > 0: the first entry whose
+  /// decreases (003 eq. 17 searches from gamma_{i-1}) and the window is gamma +- (c - 1) / 2
+  /// (eqs. 18, 20). kAdaptive (sagmm-tr) with gmm.max_variance > 0: the first entry whose
   /// position exceeds mu_{i-1} - r sqrt(max_variance) for some head, less one; without
   /// that bound 0 (every entry kept), since the window's lower edge mu - r sigma could
   /// move back without limit. kNone: 0.

@@ -71,7 +71,7 @@ struct ModelOptions {
   int64_t embedding_dim = 64;          ///< input embedding size (symbols)
   /// Symbols: append </s> to every input, so that the monotonic attention always has an
   /// entry to stop at for the outputs that follow the last input symbol (the end-of-input
-  /// frame of 003 sec. 2.5 / A.2, as a symbol). Streaming appends it at input_finished().
+  /// frame of 003 sec. 2.4, as a symbol). Streaming appends it at input_finished().
   bool append_eos = true;
   int64_t conv_channels = 32;          ///< front-end channels (features)
   int64_t encoder_layers = 2;
@@ -85,7 +85,7 @@ struct ModelOptions {
   /// Not from the papers: the fixed future-context window of streaming recognisers.
   int64_t lookahead = 0;
   int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
-  /// Time reduction (001 / 002 sec. 4.3, TIMIT; after Chan et al.): after each of the first
+  /// Time reduction (002 sec. 4, TIMIT, and App. D.1.1; after Chan et al.): after each of the first
   /// n LSTM layers, every other element is skipped (elements 0, 2, 4, .. go on), so the
   /// memory is 2^n times shorter. 0 <= n < encoder_layers.
   int64_t time_reduction_layers = 0;
@@ -99,7 +99,7 @@ struct ModelOptions {
   /// the expected alignment, streaming at input_finished()) it is always appended, so
   /// </s> is expected only once the attention has reached the end of the input. 0: off.
   double p_eos = 0.0;
-  /// Weight lambda of the auxiliary CTC loss on the encoder output (003 sec. 4.3, which uses
+  /// Weight lambda of the auxiliary CTC loss on the encoder output (003 sec. 4.2, which uses
   /// 0.1 after Kim et al.'s joint CTC-attention training): a linear CTC head maps each
   /// memory entry (before the EOS frame) to output_vocab + 1 classes, the last one the CTC
   /// blank, and Seq2Seq::loss becomes (1 - lambda) * cross entropy + lambda * CTC, both per

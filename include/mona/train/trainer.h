@@ -196,7 +196,8 @@ std::vector<float> alignment_weights(const TrainedModel& t, const data::Example&
 
 /// Labels of the memory entries of an input, for plots: the input token each entry keeps
 /// (its tokens, and "</s>" when the model appends it; with time reduction every 2^r-th;
-/// audio: the time of every 10th entry), and "EOS frame" for 003's frame
+/// audio: every 10th entry's time, the end of the last frame it has read, as
+/// audio::FbankOptions::frame_end_ms gives it), and "EOS frame" for 003's frame
 /// (ModelOptions::p_eos > 0), so that there is one label per column of alignment_weights.
 std::vector<std::string> memory_labels(const TrainedModel& t, const std::vector<std::string>& input);
 
