@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 #include <dnnl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
@@ -35,14 +37,49 @@ inline bool sgemm_layout(const at::Tensor& m, char& trans, int64_t& ld) {
   return false;
 }
 
+// Asynchronous signals held back on the calling thread while it lives. Debian's oneDNN
+// (2.6) runs its float32 GEMM in JIT kernels that point the stack pointer into a heap buffer
+// while they run (oneDNN issue #4845, fixed in 3.11): a signal delivered to the thread then
+// has its frame written over that heap memory, and the process aborts later in malloc
+// (`mona train` stopped by SIGINT: 4 of 12 runs; a Python user's Ctrl-C or a sampling
+// profiler alike). Held back, such a signal arrives when the product has returned. The
+// signals a fault raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and SIGABRT stay
+// deliverable. Two sigprocmask calls per product, 0.3 us on the shared Intel Xeon: a step of
+// the G2P recipe makes about 240 products, so about 80 us of its 19-25 ms (2026-11-28).
+class AsyncSignalsHeld {
+ public:
+  AsyncSignalsHeld() { pthread_sigmask(SIG_BLOCK, &held(), &previous_); }
+  ~AsyncSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  AsyncSignalsHeld(const AsyncSignalsHeld&) = delete;
+  AsyncSignalsHeld& operator=(const AsyncSignalsHeld&) = delete;
+
+ private:
+  static const sigset_t& held() {
+    static const sigset_t set = [] {
+      sigset_t s;
+      sigfillset(&s);
+      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT}) sigdelset(&s, sig);
+      return s;
+    }();
+    return set;
+  }
+  sigset_t previous_;
+};
+
 inline void gemm_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, float beta) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   char ta = 'N', tb = 'N';
   int64_t lda = 0, ldb = 0;
   if (out.scalar_type() == at::kFloat && M > 0 && N > 0 && K > 0 && out.stride(1) == 1 && out.stride(0) >= N &&
       sgemm_layout(a, ta, lda) && sgemm_layout(b, tb, ldb)) {
-    const dnnl_status_t status = dnnl_sgemm(ta, tb, M, N, K, 1.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb,
-                                            beta, out.data_ptr<float>(), out.stride(0));
+    const float* pa = a.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
+    float* pc = out.data_ptr<float>();
+    dnnl_status_t status;
+    {
+      const AsyncSignalsHeld held;
+      status = dnnl_sgemm(ta, tb, M, N, K, 1.0f, pa, lda, pb, ldb, beta, pc, out.stride(0));
+    }
     MONA_CHECK(status == dnnl_success, "mona::nn: oneDNN's sgemm failed (status ", static_cast<int>(status), ") on [",
                M, ", ", K, "] x [", K, ", ", N, "]");
     return;
