@@ -244,7 +244,9 @@ class Attention : public torch::nn::Module {
         threshold_rule_(options_.tau > 0 && options_.tau < 1 ? options_.tau
                                                                          : 0.5) {}
 
-  /// Prepares a memory h [B, T, Dh] with optional lengths [B] (computes the keys).
+  /// Prepares a memory h [B, T, Dh] with optional lengths [B] (computes the keys). Throws
+  /// mona::ArgumentError naming the argument for another rank or Dh, or lengths that are not
+  /// [B] int64 within [0, T].
   Memory prepare(const at::Tensor& memory, const at::Tensor& lengths = {});
   /// Initial state: alpha_0 [B, T] with all mass on entry 0 (undefined for soft).
   virtual at::Tensor initial_state(const Memory& memory) const;
@@ -264,7 +266,8 @@ class Attention : public torch::nn::Module {
   virtual SequenceOutput forward(const at::Tensor& queries, const Memory& memory,
                                  const at::Tensor& out_lengths = {}) = 0;
 
-  /// Appends frames [n, Dh] to a stream's memory, computing their keys once.
+  /// Appends frames [n, Dh] to a stream's memory, computing their keys once. Throws
+  /// mona::ArgumentError for another shape or Dh, or a memory whose input is finished.
   void extend(OnlineMemory& memory, const at::Tensor& frames);
   /// Test-time step for one stream (002 Alg. 1's scan from t_{i-1}; MoChA then attends
   /// over the chunk of 000 eqs. 14-16, MAtChA over [t_{i-1}, t_i] of 000 App. C): query

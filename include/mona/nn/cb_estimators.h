@@ -60,6 +60,7 @@ namespace mona::nn {
 /// 0 for positions never seen. Deterministic; not thread-safe.
 class MovingAverageBaseline {
  public:
+  /// Throws mona::ArgumentError for decay outside [0, 1).
   explicit MovingAverageBaseline(double decay = 0.9);
   /// Current baseline for positions 0 .. n-1 ([n], float64).
   at::Tensor values(int64_t n) const;

@@ -117,7 +117,7 @@ struct EosBatch {
 
 /// Appends an all-ones frame right after the last valid frame of each sequence with
 /// probability p_eos (drawn from `gen`; p_eos = 1 appends to all). memory [B, T, D],
-/// lengths [B] (undefined: all T).
+/// lengths [B] (undefined: all T). Throws mona::ArgumentError for p_eos outside [0, 1].
 EosBatch append_eos_frame(const at::Tensor& memory, const at::Tensor& lengths, double p_eos,
                           at::Generator gen = {});
 

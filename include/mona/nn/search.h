@@ -48,6 +48,8 @@ struct SearchOptions {
   /// ModelOptions::p_eos, the EOS frame. Implies eos_only_after_input. Off by default.
   /// Online search only.
   bool eos_only_at_last_entry = false;
+  /// Throws mona::ArgumentError naming the field and its value unless beam >= 0,
+  /// prune_margin and length_ratio are finite and > 0, and length_bonus >= 0.
   void validate() const;
 };
 

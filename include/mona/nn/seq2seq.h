@@ -87,7 +87,8 @@ struct ModelOptions {
   int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
   /// Time reduction (002 sec. 4, TIMIT, and App. D.1.1; after Chan et al.): after each of the first
   /// n LSTM layers, every other element is skipped (elements 0, 2, 4, .. go on), so the
-  /// memory is 2^n times shorter. 0 <= n < encoder_layers.
+  /// memory is 2^n times shorter. 0 <= n < encoder_layers; unidirectional encoders only
+  /// (validate() refuses n > 0 with bidirectional, naming n).
   int64_t time_reduction_layers = 0;
   int64_t output_vocab = 0;            ///< output vocabulary size (incl. specials)
   int64_t decoder_embedding_dim = 64;
@@ -135,11 +136,15 @@ class Encoder : public torch::nn::Module {
  public:
   explicit Encoder(const ModelOptions& options);
   /// inputs [B, T] int64 symbols or [B, T, F] features; lengths [B] int64 ->
-  /// memory [B, T', Dh] and its lengths [B].
+  /// memory [B, T', Dh] and its lengths [B]. Throws mona::ArgumentError naming the argument
+  /// for another rank, F or dtype (frames: the model's), a symbol id outside [0, input_vocab)
+  /// (with its position and value), or lengths outside [0, T].
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& inputs, const at::Tensor& lengths);
   /// Streaming: feeds new inputs ([n] symbols or [n, F] frames) of one sequence; returns
   /// the new memory entries [m, Dh] (m may be 0). `finished` flushes what waits for
   /// right context (the last convolution frames, a bidirectional encoder's whole input).
+  /// Throws mona::ArgumentError as forward() does for the inputs, in training mode (call
+  /// eval() first), and for a stream that is already finished.
   at::Tensor stream(EncoderStream& state, const at::Tensor& inputs, bool finished);
   /// The first half of stream(): feeds inputs through the front end (embedding, or the
   /// convolutions of the frames whose receptive field is complete, and the lookahead
