@@ -200,8 +200,19 @@ TEST(GmmAttention, VarianceConventionAndTruncatedMass) {
     in_window += tr[j];
     count += tr[j] > 0;
   }
-  EXPECT_NEAR(in_window, std::erf(std::sqrt(2.0)), 5e-3);
   EXPECT_EQ(count, 40);  // frames 181 .. 220 lie within 200.3 +- 20
+  // Exactly: the density N(nu_j; 200.3, 100) summed over those frames (long double), to
+  // double rounding of 40 terms.
+  long double window_sum = 0;
+  for (int64_t j = 180; j < 220; ++j) {
+    const long double d = static_cast<long double>(j + 1) - 200.3L;
+    window_sum += std::exp(-d * d / 200.0L) / std::sqrt(2.0L * static_cast<long double>(M_PI) * 100.0L);
+  }
+  EXPECT_NEAR(in_window, static_cast<double>(window_sum), 1e-13);
+  // And the continuous mass: the sum over frames differs from erf(sqrt 2) by 4.7e-5
+  // (computed); the conventions a wrong reading would give are far off (radius 2 standard
+  // deviations taken as 2 variances: mass 1.0; variance 100 as a standard deviation: 0.16).
+  EXPECT_NEAR(in_window, std::erf(std::sqrt(2.0)), 1e-4);
 }
 
 TEST(GmmAttention, TruncatedEqualsFullRestrictedToWindow) {

@@ -181,6 +181,11 @@ double brute_force_sweep(double tol) {
   return worst;
 }
 
+// Tolerances: beta <= 1 is a sum over at most T = 40 chunk ends of terms that are each a
+// product and quotient of O(T) rounded factors, so the error is at most about T^2 eps in the
+// worst case and T eps for independent roundings: double (eps 1.1e-16) 1e-12, above both
+// (measured 1.1e-15); float (eps 6e-8) 1e-5, 4x the independent-roundings bound (measured
+// 2.8e-7), which the worst case (1e-4) is never near in these sweeps.
 TEST(MatchaForward, MatchesTripleSumDouble) {
   const double worst = brute_force_sweep<double>(1e-12);
   std::cout << "[ matcha ] double forward vs eq. 28 triple sum: max abs error " << worst << "\n";
@@ -316,6 +321,9 @@ TEST(MatchaBackward, FloatMatchesDouble) {
                                               cast<double>(cast<float>(pr.u)));
     const double ea = relative_error(gf.a, gd.a), ep = relative_error(gf.p, gd.p),
                  eu = relative_error(gf.u, gd.u);
+    // Relative to the gradient's largest entry: float's rounding over the backward
+    // recurrences (O(T) = 30 steps of a few operations each, eps 6e-8) stays near T eps =
+    // 1.8e-6; 2e-5 is 10x that (measured 4.2e-7), below any error in a term (>= 1e-3).
     EXPECT_LE(ea, 2e-5) << "grad_alpha_prev rep " << rep;
     EXPECT_LE(ep, 2e-5) << "grad_p rep " << rep;
     EXPECT_LE(eu, 2e-5) << "grad_u rep " << rep;
@@ -353,6 +361,7 @@ TEST(MatchaBackward, FloatStopsWhereProductsUnderflowAndStillMatchesDouble) {
   const Grads gd = forward_backward<double>(pr, cast<double>(cast<float>(pr.a)),
                                             cast<double>(cast<float>(pr.p)),
                                             cast<double>(cast<float>(pr.u)));
+  // The same bound as FloatMatchesDouble (measured 9.6e-8 for grad_p).
   EXPECT_LE(relative_error(gf.beta, gd.beta), 2e-5);
   EXPECT_LE(relative_error(gf.a, gd.a), 2e-5);
   EXPECT_LE(relative_error(gf.p, gd.p), 2e-5);
@@ -500,6 +509,9 @@ void extreme_energies(double tol) {
   }
 }
 
+// The log-space reference is exact to long double; the kernels subtract the running maximum
+// before exp, so huge energies cost no more rounding than small ones: the forward's bounds
+// (1e-12 double, 1e-5 float, see MatchesTripleSumDouble) apply unchanged.
 TEST(MatchaEdge, HugeEnergiesMatchLogSpaceDouble) { extreme_energies<double>(1e-12); }
 TEST(MatchaEdge, HugeEnergiesMatchLogSpaceFloat) { extreme_energies<float>(1e-5); }
 
@@ -583,6 +595,9 @@ TEST(MatchaEdge, LongSequence) {
         sa += alpha[j];
       }
       EXPECT_GT(sa, 0.5);
+      // Mass conserved over T = 2000 entries, sums of 2000 terms of a few roundings each:
+      // independent roundings give about sqrt(2000) x a few eps (1e-5 in float, 2e-14 in
+      // double); 1e-4 and 1e-10 leave room for correlated ones, and fail a lost chunk term.
       EXPECT_NEAR(sb, sa, use_float ? 1e-4 : 1e-10) << "row " << i;
     }
   }
