@@ -45,7 +45,9 @@ struct SpecAugmentOptions {
 };
 
 /// Masks `f` in place (see the file comment). Does nothing, drawing nothing from `rng`,
-/// when !opts.enabled() or `f` has no frames.
+/// when !opts.enabled() or `f` has no frames. Throws mona::ArgumentError when `opts` is out
+/// of range (SpecAugmentOptions::validate) or when f.data does not hold num_frames *
+/// num_bins values (naming both).
 void spec_augment(Features& f, const SpecAugmentOptions& opts, core::Rng& rng);
 
 }  // namespace mona::audio
