@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as F
-from ._C import ArgumentError, attention_defaults
+from ._C import ArgumentError, attention_defaults, check_attention_options
 
 # The option defaults of the C++ AttentionOptions and GmmAttentionOptions
 # (include/mona/nn/attention.h), read from the compiled module: one copy of the values.
@@ -78,6 +78,42 @@ class MonotonicEnergy(AdditiveEnergy):
         return F.additive_energy(self.query_proj(queries), keys, w) + self.r
 
 
+_INTEGER_OPTIONS = ("query_dim", "memory_dim", "attention_dim", "chunk_size", "num_heads",
+                    "window_width")
+
+
+def _checked(who: str, **options):
+    """The options of module ``who`` as the C++ ``AttentionOptions`` checks them (one set of
+    rules, include/mona/nn/attention.h): integers as ints (2.5 and True refused), the rest as
+    floats. Returns them in the order given; raises :class:`mona.ArgumentError` naming ``who``,
+    the option and its value."""
+    checked = {}
+    for name, value in options.items():
+        if name in _INTEGER_OPTIONS:
+            checked[name] = F._integer(who, name, value)
+        else:
+            try:
+                checked[name] = float(value)
+            except (TypeError, ValueError):
+                raise ArgumentError(f"{who}: {name}: expected a number, got {value!r}") from None
+    check_attention_options(who, checked)
+    return tuple(checked.values())
+
+
+class _KeepsLast(nn.Module):
+    """A module that keeps tensors of its last call in ``last_*`` attributes, autograd graph
+    included (a loss may use them, as the GMM length penalty uses ``last_mu``). They belong to
+    that call, not to the module: a copy (``copy.deepcopy``, ``AveragedModel``) or a pickle
+    (``torch.save(module)``) leaves them ``None``."""
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        for name in ("last_alignment", "last_mu"):
+            if name in state:
+                state[name] = None
+        return state
+
+
 def _context(weights: Tensor, memory: Tensor) -> Tensor:
     return torch.bmm(weights, memory)  # [B, U, T] x [B, T, Dh]
 
@@ -103,7 +139,7 @@ class GmmMemory(NamedTuple):
     lengths: Optional[Tensor]
 
 
-class _Stepwise(nn.Module):
+class _Stepwise(_KeepsLast):
     """``prepare`` and ``initial_state`` of the modules with an additive energy ``energy`` (and
     ``chunk_energy`` for MoChA and MAtChA)."""
 
@@ -116,7 +152,7 @@ class _Stepwise(nn.Module):
     def initial_state(self, memory: PreparedMemory) -> Tensor:
         """alpha_{-1} [B, T]: all mass on entry 0 (002 sec. 2.2)."""
         alpha0 = memory.values.new_zeros(memory.values.shape[:2])
-        alpha0[:, 0] = 1
+        alpha0[:, :1] = 1  # (no entry when T = 0)
         return alpha0
 
 
@@ -124,6 +160,9 @@ class _Monotonic(_Stepwise):
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0,
                  init_r: float = _D["init_r"], noise_std: float = _D["noise_std"]):
         super().__init__()
+        query_dim, memory_dim, attention_dim, init_r, noise_std = _checked(
+            type(self).__name__, query_dim=query_dim, memory_dim=memory_dim, attention_dim=attention_dim,
+            init_r=init_r, noise_std=noise_std)
         self.energy = MonotonicEnergy(query_dim, memory_dim, attention_dim, init_r)
         self.noise_std = noise_std
         self.last_alignment: Optional[Tensor] = None
@@ -181,6 +220,8 @@ class MochaAttention(_Monotonic):
                  chunk_size: int = _D["chunk_size"], init_r: float = _D["init_r"],
                  noise_std: float = _D["noise_std"]):
         super().__init__(query_dim, memory_dim, attention_dim, init_r, noise_std)
+        (*_, chunk_size) = _checked("MochaAttention", query_dim=query_dim, memory_dim=memory_dim,
+                                    chunk_size=chunk_size)
         self.chunk_energy = AdditiveEnergy(query_dim, memory_dim, attention_dim)
         self.chunk_size = chunk_size
 
@@ -212,7 +253,7 @@ class MatchaAttention(_Monotonic):
         p = self.p_choose(queries, memory)
         alpha = F.monotonic_alignment(p, memory_lengths, out_lengths)
         alpha0 = torch.zeros_like(alpha[:, :1])
-        alpha0[:, :, 0] = 1  # the initial alignment: all mass on entry 0 (002 sec. 2.2)
+        alpha0[:, :, :1] = 1  # the initial alignment: all mass on entry 0 (002 sec. 2.2)
         alpha_prev = torch.cat([alpha0, alpha[:, :-1]], dim=1)
         beta = F.matcha_chunkwise(alpha_prev, p, self.chunk_energy(queries, memory),
                                   memory_lengths, out_lengths)
@@ -228,6 +269,8 @@ class SoftAttention(_Stepwise):
 
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int = 0):
         super().__init__()
+        query_dim, memory_dim, attention_dim = _checked(
+            "SoftAttention", query_dim=query_dim, memory_dim=memory_dim, attention_dim=attention_dim)
         self.energy = AdditiveEnergy(query_dim, memory_dim, attention_dim)
         self.last_alignment: Optional[Tensor] = None
 
@@ -252,7 +295,7 @@ class SoftAttention(_Stepwise):
         return F.attention_context(w, memory.values), w, state
 
 
-class GmmAttention(nn.Module):
+class GmmAttention(_KeepsLast):
     """GMM attention (003 eqs. 4-8), SAGMM (``source_aware``, eqs. 9-12) and SAGMM-tr
     (``window="adaptive"``, eqs. 14-16, or ``"fixed"``, eqs. 17-20), with the parameters and
     options of the C++ ``GmmAttention`` (``include/mona/nn/gmm_attention.h``,
@@ -284,8 +327,11 @@ class GmmAttention(nn.Module):
         super().__init__()
         if window not in ("none", "adaptive", "fixed"):
             raise ArgumentError(f"GmmAttention: window must be none, adaptive or fixed, got {window!r}")
-        if num_heads < 1:
-            raise ArgumentError(f"GmmAttention: num_heads must be >= 1, got {num_heads}")
+        (query_dim, memory_dim, num_heads, window_radius, window_width, max_step, min_variance,
+         init_step_bias, max_variance) = _checked(
+            "GmmAttention", query_dim=query_dim, memory_dim=memory_dim, num_heads=num_heads,
+            window_radius=window_radius, window_width=window_width, max_step=max_step,
+            min_variance=min_variance, init_step_bias=init_step_bias, max_variance=max_variance)
         self.num_heads, self.source_aware, self.window = num_heads, source_aware, window
         self.window_radius, self.window_width = window_radius, window_width
         self.max_step, self.min_variance, self.max_variance = max_step, min_variance, max_variance
@@ -329,21 +375,18 @@ class GmmAttention(nn.Module):
 
     def _weights(self, mu: Tensor, variance: Tensor, weights: Tensor, memory: GmmMemory,
                  out_lengths: Optional[Tensor]) -> Tensor:
-        """Mixture weights [B, U, T] summed over heads from per-head mu, variance, weight [B, U, H]."""
-        H = self.num_heads
-        (B, U), T = mu.shape[:2], memory.values.shape[1]
-
-        def fold(x: Tensor) -> Tensor:  # [B, U, H] -> [B*H, U, 1]
-            return x.permute(0, 2, 1).reshape(B * H, U, 1)
-
-        lens = memory.lengths
-        in_lens = lens.repeat_interleave(H) if lens is not None else None
-        o_lens = out_lengths.repeat_interleave(H) if out_lengths is not None else None
-        alpha = F.gmm_attention_weights(fold(mu), fold(variance), fold(weights),
-                                        memory.nu.reshape(B * H, T), memory.delta.reshape(B * H, T),
-                                        self.window, self.window_radius, self.window_width,
-                                        in_lens, o_lens)
-        return alpha.view(B, H, U, T).sum(1)
+        """Mixture weights [B, U, T] summed over heads from per-head mu, variance, weight [B, U, H],
+        one :func:`mona.functional.gmm_attention_weights` call per head (its positions nu and
+        densities delta are the head's own), so that its errors name the caller's lengths."""
+        alpha = None
+        for h in range(self.num_heads):
+            head = slice(h, h + 1)
+            a = F.gmm_attention_weights(mu[..., head], variance[..., head], weights[..., head],
+                                        memory.nu[:, h], memory.delta[:, h], self.window,
+                                        self.window_radius, self.window_width, memory.lengths,
+                                        out_lengths)
+            alpha = a if alpha is None else alpha + a
+        return alpha
 
     def forward(self, queries: Tensor, memory: Tensor, memory_lengths: Optional[Tensor] = None,
                 out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:

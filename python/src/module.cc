@@ -14,6 +14,7 @@
 #include <torch/autograd.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -128,6 +129,39 @@ PYBIND11_MODULE(_C, m) {
     d["init_step_bias"] = g.init_step_bias;
     m.attr("attention_defaults") = d;
   }
+
+  // mona.nn's modules check their options with the C++ structs' own checks
+  // (AttentionOptions::validate, GmmAttentionOptions::validate): one set of rules.
+  m.def(
+      "check_attention_options",
+      [](const std::string& who, const py::dict& options) {
+        mona::nn::AttentionOptions a;
+        mona::nn::GmmAttentionOptions& g = a.gmm;
+        const std::map<std::string, int64_t*> integers = {
+            {"query_dim", &a.query_dim}, {"memory_dim", &a.memory_dim}, {"attention_dim", &a.attention_dim},
+            {"chunk_size", &a.chunk_size}, {"num_heads", &g.num_heads}, {"window_width", &g.window_width}};
+        const std::map<std::string, double*> reals = {
+            {"init_r", &a.init_r},           {"noise_std", &a.noise_std},       {"window_radius", &g.window_radius},
+            {"max_step", &g.max_step},       {"min_variance", &g.min_variance}, {"max_variance", &g.max_variance},
+            {"init_step_bias", &g.init_step_bias}};
+        for (const auto& [key, value] : options) {
+          const std::string name = key.cast<std::string>();
+          if (auto i = integers.find(name); i != integers.end()) {
+            *i->second = value.cast<int64_t>();
+          } else if (auto r = reals.find(name); r != reals.end()) {
+            *r->second = value.cast<double>();
+          } else {
+            throw mona::ArgumentError(who + ": no attention option called " + name);
+          }
+        }
+        a.validate(who.c_str());
+      },
+      py::arg("who"), py::arg("options"),
+      "Raises mona.ArgumentError naming `who`, the option and its value unless the options\n"
+      "(a dict: query_dim, memory_dim, attention_dim, chunk_size, num_heads and window_width as\n"
+      "ints; init_r, noise_std, window_radius, max_step, min_variance, max_variance and\n"
+      "init_step_bias as floats; the rest keep their defaults) pass the C++ AttentionOptions'\n"
+      "checks (include/mona/nn/attention.h).");
 
   py::class_<StreamResult>(m, "StreamResult")
       .def_readonly("token_ids", &StreamResult::tokens)

@@ -64,10 +64,18 @@ decltype(auto) translating(F&& f) {
   }
 }
 
-OptTensor saved_optional(AutogradContext* ctx, const char* key) {
-  auto it = ctx->saved_data.find(key);
-  if (it == ctx->saved_data.end() || it->second.isNone()) return c10::nullopt;
-  return it->second.toTensor();
+// An optional argument (lengths, alpha0) as save_for_backward keeps it: undefined for none,
+// so that autograd refuses it at the backward pass when it was changed in place after the
+// forward pass, as it refuses every saved tensor. An inference tensor (which autograd does
+// not save, and nothing outside inference mode can change in place) is kept as a copy.
+Tensor for_backward(const OptTensor& t) {
+  if (!t.has_value() || !t->defined()) return Tensor();
+  return t->is_inference() ? t->clone() : *t;
+}
+
+// A tensor for_backward kept, as the optional argument it was.
+OptTensor optional(const Tensor& t) {
+  return t.defined() ? OptTensor(t) : c10::nullopt;
 }
 
 template <class Signature>
@@ -207,31 +215,25 @@ std::tuple<Tensor, Tensor> attention_context_backward_cpu(const Tensor& grad_c,
 // 1. Alignment recursions: Autograd kernels (redispatch forward, backward operator)
 // =======================================================================================
 
-void save_lengths(AutogradContext* ctx, const OptTensor& in_lens, const OptTensor& out_lens) {
-  ctx->saved_data["in_lens"] = in_lens;
-  ctx->saved_data["out_lens"] = out_lens;
-}
-
 struct MonotonicAlignmentAutograd : torch::autograd::Function<MonotonicAlignmentAutograd> {
   static Tensor forward(AutogradContext* ctx, const Tensor& p, const OptTensor& in_lens,
                         const OptTensor& out_lens, const OptTensor& alpha0) {
     using Forward = Tensor(const Tensor&, const OptTensor&, const OptTensor&, const OptTensor&);
     const Tensor alpha =
         forward_below_autograd<Forward>("mona::monotonic_alignment", p, in_lens, out_lens, alpha0);
-    ctx->save_for_backward({p, alpha});
-    ctx->saved_data["alpha0"] = alpha0;
-    save_lengths(ctx, in_lens, out_lens);
+    ctx->save_for_backward(
+        {p, alpha, for_backward(alpha0), for_backward(in_lens), for_backward(out_lens)});
     return alpha;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const OptTensor alpha0 = saved_optional(ctx, "alpha0");
+    const OptTensor alpha0 = optional(saved[2]);
     auto [gp, ga0] =
         op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
                                       const OptTensor&, const OptTensor&, const OptTensor&)>(
             "mona::monotonic_alignment_backward")
-            .call(grads[0], saved[0], saved[1], alpha0, saved_optional(ctx, "in_lens"),
-                  saved_optional(ctx, "out_lens"));
+            .call(grads[0], saved[0], saved[1], alpha0, optional(saved[3]),
+                  optional(saved[4]));
     return {gp, Tensor(), Tensor(), alpha0.has_value() ? ga0 : Tensor()};
   }
 };
@@ -242,8 +244,7 @@ struct MonotonicStepAutograd : torch::autograd::Function<MonotonicStepAutograd> 
     using Forward = Tensor(const Tensor&, const Tensor&, const OptTensor&);
     const Tensor alpha =
         forward_below_autograd<Forward>("mona::monotonic_alignment_step", p, alpha_prev, in_lens);
-    ctx->save_for_backward({p, alpha_prev});
-    save_lengths(ctx, in_lens, c10::nullopt);
+    ctx->save_for_backward({p, alpha_prev, for_backward(in_lens)});
     return alpha;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -251,7 +252,7 @@ struct MonotonicStepAutograd : torch::autograd::Function<MonotonicStepAutograd> 
     auto [gp, gprev] =
         op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
                                       const OptTensor&)>("mona::monotonic_alignment_step_backward")
-            .call(grads[0], saved[0], saved[1], saved_optional(ctx, "in_lens"));
+            .call(grads[0], saved[0], saved[1], optional(saved[2]));
     return {gp, gprev, Tensor()};
   }
 };
@@ -263,9 +264,8 @@ struct MochaAutograd : torch::autograd::Function<MochaAutograd> {
         Tensor(const Tensor&, const Tensor&, int64_t, const OptTensor&, const OptTensor&);
     const Tensor beta =
         forward_below_autograd<Forward>("mona::mocha_chunkwise", alpha, u, w, in_lens, out_lens);
-    ctx->save_for_backward({alpha, u});
+    ctx->save_for_backward({alpha, u, for_backward(in_lens), for_backward(out_lens)});
     ctx->saved_data["w"] = w;
-    save_lengths(ctx, in_lens, out_lens);
     return beta;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -274,7 +274,7 @@ struct MochaAutograd : torch::autograd::Function<MochaAutograd> {
                                                   int64_t, const OptTensor&, const OptTensor&)>(
                         "mona::mocha_chunkwise_backward")
                         .call(grads[0], saved[0], saved[1], ctx->saved_data["w"].toInt(),
-                              saved_optional(ctx, "in_lens"), saved_optional(ctx, "out_lens"));
+                              optional(saved[2]), optional(saved[3]));
     return {ga, gu, Tensor(), Tensor(), Tensor()};
   }
 };
@@ -286,8 +286,8 @@ struct MatchaAutograd : torch::autograd::Function<MatchaAutograd> {
         Tensor(const Tensor&, const Tensor&, const Tensor&, const OptTensor&, const OptTensor&);
     const Tensor beta = forward_below_autograd<Forward>("mona::matcha_chunkwise", alpha_prev, p,
                                                         u, in_lens, out_lens);
-    ctx->save_for_backward({alpha_prev, p, u, beta});
-    save_lengths(ctx, in_lens, out_lens);
+    ctx->save_for_backward(
+        {alpha_prev, p, u, beta, for_backward(in_lens), for_backward(out_lens)});
     return beta;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -296,8 +296,7 @@ struct MatchaAutograd : torch::autograd::Function<MatchaAutograd> {
         op<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
                                               const Tensor&, const Tensor&, const OptTensor&,
                                               const OptTensor&)>("mona::matcha_chunkwise_backward")
-            .call(grads[0], s[0], s[1], s[2], s[3], saved_optional(ctx, "in_lens"),
-                  saved_optional(ctx, "out_lens"));
+            .call(grads[0], s[0], s[1], s[2], s[3], optional(s[4]), optional(s[5]));
     return {ga, gp, gu, Tensor(), Tensor()};
   }
 };
@@ -307,16 +306,14 @@ struct SoftmaxAutograd : torch::autograd::Function<SoftmaxAutograd> {
                         const OptTensor& out_lens) {
     using Forward = Tensor(const Tensor&, const OptTensor&, const OptTensor&);
     const Tensor w = forward_below_autograd<Forward>("mona::masked_softmax", e, in_lens, out_lens);
-    ctx->save_for_backward({w});
-    save_lengths(ctx, in_lens, out_lens);
+    ctx->save_for_backward({w, for_backward(in_lens), for_backward(out_lens)});
     return w;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     Tensor ge = op<Tensor(const Tensor&, const Tensor&, const OptTensor&, const OptTensor&)>(
                     "mona::masked_softmax_backward")
-                    .call(grads[0], s[0], saved_optional(ctx, "in_lens"),
-                          saved_optional(ctx, "out_lens"));
+                    .call(grads[0], s[0], optional(s[1]), optional(s[2]));
     return {ge, Tensor(), Tensor()};
   }
 };

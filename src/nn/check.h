@@ -100,12 +100,33 @@ inline void check_first_order(const char* fn, const std::vector<at::Tensor>& sav
   }
 }
 
-/// The tensor an autograd node saved under `key` in ctx->saved_data, or an undefined tensor
-/// when none was saved (an optional argument left out) or None was.
-inline at::Tensor saved_or_undefined(torch::autograd::AutogradContext* ctx, const char* key) {
+/// Keeps `t` for a node's backward pass under `key` in ctx->saved_data, with the version
+/// counter it has now: for the arguments a node reads but does not differentiate (lengths,
+/// counts, an order), which may be undefined, as save_for_backward's list may not. Keeps
+/// nothing for an undefined tensor.
+inline void keep_for_backward(torch::autograd::AutogradContext* ctx, const std::string& key, const at::Tensor& t) {
+  if (!t.defined()) return;
+  ctx->saved_data[key] = t;
+  // An inference tensor has no version counter, and nothing outside inference mode can
+  // change it in place.
+  if (!t.is_inference()) ctx->saved_data[key + "@version"] = static_cast<int64_t>(t._version());
+}
+
+/// What keep_for_backward kept under `key`, or an undefined tensor when it kept none.
+/// Throws mona::ArgumentError naming `fn` and `key` when the tensor was changed in place
+/// after the forward pass (its version counter moved): the backward pass would read other
+/// values than the forward pass did (autograd refuses its saved tensors the same way).
+inline at::Tensor kept_for_backward(torch::autograd::AutogradContext* ctx, const std::string& key, const char* fn) {
   auto it = ctx->saved_data.find(key);
-  if (it == ctx->saved_data.end() || it->second.isNone()) return {};
-  return it->second.toTensor();
+  if (it == ctx->saved_data.end()) return {};
+  at::Tensor t = it->second.toTensor();
+  auto version = ctx->saved_data.find(key + "@version");
+  if (version != ctx->saved_data.end()) {
+    MONA_CHECK(static_cast<int64_t>(t._version()) == version->second.toInt(), fn, ": ", key,
+               " was modified in place after the forward pass (version ", t._version(), ", saved at version ",
+               version->second.toInt(), "); the gradient needs the values the forward pass read");
+  }
+  return t;
 }
 
 /// Optional lengths [B] with values in [0, max]; returns a contiguous int64 CPU tensor

@@ -30,14 +30,14 @@ struct CbArgs {
 };
 
 void save_args(AutogradContext* ctx, const CbArgs& a) {
-  if (a.in_lens.defined()) ctx->saved_data["in_lens"] = a.in_lens;
-  if (a.k.defined()) ctx->saved_data["k"] = a.k;
-  if (a.aux.defined()) ctx->saved_data["aux"] = a.aux;
+  detail::keep_for_backward(ctx, "in_lens", a.in_lens);
+  detail::keep_for_backward(ctx, "k", a.k);
+  detail::keep_for_backward(ctx, "aux", a.aux);
 }
 
-CbArgs load_args(AutogradContext* ctx) {
-  return {detail::saved_or_undefined(ctx, "in_lens"), detail::saved_or_undefined(ctx, "k"),
-          detail::saved_or_undefined(ctx, "aux")};
+CbArgs load_args(AutogradContext* ctx, const char* fn) {
+  return {detail::kept_for_backward(ctx, "in_lens", fn), detail::kept_for_backward(ctx, "k", fn),
+          detail::kept_for_backward(ctx, "aux", fn)};
 }
 
 int64_t max_of(const at::Tensor& k) {
@@ -81,7 +81,7 @@ struct PoissonBinomialFn : torch::autograd::Function<PoissonBinomialFn> {
     const auto saved = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::poisson_binomial_log_prob", saved, grads);
     const at::Tensor& logits = saved[0];
-    const CbArgs a = load_args(ctx);
+    const CbArgs a = load_args(ctx, "mona::nn::poisson_binomial_log_prob");
     const at::Tensor g = grads[0].contiguous();
     at::Tensor gx = at::empty_like(logits);
     AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "poisson_binomial_log_prob_backward", [&] {
@@ -111,7 +111,7 @@ struct CbLogProbFn : torch::autograd::Function<CbLogProbFn> {
     const auto saved = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::cb_log_prob", saved, grads);
     const at::Tensor &logits = saved[0], &table = saved[1];
-    const CbArgs a = load_args(ctx);
+    const CbArgs a = load_args(ctx, "mona::nn::cb_log_prob");
     const auto g = cb_grid(logits, a);
     const at::Tensor go = grads[0].contiguous();
     at::Tensor gx = at::empty_like(logits);
@@ -136,7 +136,7 @@ struct CbTableFn : torch::autograd::Function<CbTableFn> {
     const auto saved = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::cb_log_table", saved, grads);
     const at::Tensor &logits = saved[0], &table = saved[1];
-    const CbArgs a = load_args(ctx);
+    const CbArgs a = load_args(ctx, "mona::nn::cb_log_table");
     const auto g = cb_grid(logits, a);
     // Entries at -inf (infeasible) carry no gradient; the kernel requires finite seeds.
     const at::Tensor gt =
@@ -190,7 +190,7 @@ struct StepFn : torch::autograd::Function<StepFn<kKind>> {
     const auto saved = ctx->get_saved_variables();
     detail::check_first_order(kStepFnName<kKind>, saved, grads);
     const at::Tensor& logits = saved[0];
-    const CbArgs a = load_args(ctx);
+    const CbArgs a = load_args(ctx, kStepFnName<kKind>);
     const auto g = cb_grid(logits, a);
     const at::Tensor go = grads[0].contiguous();
     at::Tensor gx = at::empty_like(logits);
@@ -231,7 +231,7 @@ struct MarginalFn : torch::autograd::Function<MarginalFn> {
     const auto saved = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::cb_marginal_log_likelihood", saved, grads);
     const at::Tensor &logits = saved[0], &log_emit = saved[1];
-    const CbArgs a = load_args(ctx);
+    const CbArgs a = load_args(ctx, "mona::nn::cb_marginal_log_likelihood");
     const auto g = detail::make_grid(logits.size(0), log_emit.size(1), logits.size(1),
                                      a.in_lens, a.k);
     const at::Tensor go = grads[0].contiguous();

@@ -30,12 +30,12 @@ struct Lengths {
 };
 
 void save_lengths(AutogradContext* ctx, const Lengths& lens) {
-  if (lens.in.defined()) ctx->saved_data["in_lens"] = lens.in;
-  if (lens.out.defined()) ctx->saved_data["out_lens"] = lens.out;
+  detail::keep_for_backward(ctx, "in_lens", lens.in);
+  detail::keep_for_backward(ctx, "out_lens", lens.out);
 }
 
-Lengths saved_lengths(AutogradContext* ctx) {
-  return {detail::saved_or_undefined(ctx, "in_lens"), detail::saved_or_undefined(ctx, "out_lens")};
+Lengths saved_lengths(AutogradContext* ctx, const char* fn) {
+  return {detail::kept_for_backward(ctx, "in_lens", fn), detail::kept_for_backward(ctx, "out_lens", fn)};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -165,7 +165,8 @@ struct MonotonicAlignmentFn : torch::autograd::Function<MonotonicAlignmentFn> {
     detail::check_first_order("mona::nn::monotonic_alignment", s, grads);
     // An undefined alpha0 (the default) has no gradient to compute.
     auto [grad_p, grad_alpha0] =
-        monotonic_alignment_grads(grads[0].contiguous(), s[0], s[1], s[2], saved_lengths(ctx), s[2].defined());
+        monotonic_alignment_grads(grads[0].contiguous(), s[0], s[1], s[2],
+                                  saved_lengths(ctx, "mona::nn::monotonic_alignment"), s[2].defined());
     return {grad_p, grad_alpha0, at::Tensor()};
   }
 };
@@ -189,7 +190,8 @@ struct MonotonicStepFn : torch::autograd::Function<MonotonicStepFn> {
     const auto s = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::monotonic_alignment_step", s, grads);
     auto [grad_p, grad_prev] =
-        monotonic_alignment_step_grads(grads[0].contiguous(), s[0], s[1], saved_lengths(ctx).in);
+        monotonic_alignment_step_grads(grads[0].contiguous(), s[0], s[1],
+                                       saved_lengths(ctx, "mona::nn::monotonic_alignment_step").in);
     return {grad_p, grad_prev, at::Tensor()};
   }
 };
@@ -214,7 +216,7 @@ struct MochaFn : torch::autograd::Function<MochaFn> {
     const auto s = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::mocha_chunkwise", s, grads);
     auto [grad_alpha, grad_u] = mocha_grads(grads[0].contiguous(), s[0], s[1],
-                                            ctx->saved_data["w"].toInt(), saved_lengths(ctx));
+                                            ctx->saved_data["w"].toInt(), saved_lengths(ctx, "mona::nn::mocha_chunkwise"));
     return {grad_alpha, grad_u, at::Tensor(), at::Tensor()};
   }
 };
@@ -237,7 +239,8 @@ struct MatchaFn : torch::autograd::Function<MatchaFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::matcha_chunkwise", s, grads);
-    auto [ga, gp, gu] = matcha_grads(grads[0].contiguous(), s[0], s[1], s[2], s[3], saved_lengths(ctx));
+    auto [ga, gp, gu] = matcha_grads(grads[0].contiguous(), s[0], s[1], s[2], s[3],
+                                     saved_lengths(ctx, "mona::nn::matcha_chunkwise"));
     return {ga, gp, gu, at::Tensor()};
   }
 };
@@ -258,7 +261,7 @@ struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     detail::check_first_order("mona::nn::masked_softmax", s, grads);
-    return {softmax_grads(grads[0].contiguous(), s[0], saved_lengths(ctx)), at::Tensor()};
+    return {softmax_grads(grads[0].contiguous(), s[0], saved_lengths(ctx, "mona::nn::masked_softmax")), at::Tensor()};
   }
 };
 
@@ -399,7 +402,7 @@ struct MonotonicAttentionStepFn : torch::autograd::Function<MonotonicAttentionSt
     const at::Tensor &p = s[0], &alpha_prev = s[1], &alpha = s[2], &beta = s[3], &values = s[4], &u = s[5];
     const auto rule = static_cast<ChunkRule>(ctx->saved_data["rule"].toInt());
     const int64_t w = ctx->saved_data["w"].toInt(), B = p.size(0), T = p.size(1), D = values.size(2);
-    const at::Tensor in_lens = saved_lengths(ctx).in;
+    const at::Tensor in_lens = saved_lengths(ctx, "mona::nn::monotonic_attention_step").in;
     const auto grid = make_grid(B, 1, T, in_lens, {});
     const at::Tensor& g_c = grads.back();
     at::Tensor g_alpha = grads[0].defined() ? grads[0].contiguous() : at::Tensor();

@@ -55,19 +55,20 @@ struct GmmFn : torch::autograd::Function<GmmFn> {
     ctx->saved_data["window"] = static_cast<int64_t>(args.options.window);
     ctx->saved_data["radius"] = args.options.radius;
     ctx->saved_data["width"] = args.options.width;
-    if (args.in.defined()) ctx->saved_data["in_lens"] = args.in;
-    if (args.out.defined()) ctx->saved_data["out_lens"] = args.out;
+    detail::keep_for_backward(ctx, "in_lens", args.in);
+    detail::keep_for_backward(ctx, "out_lens", args.out);
     return alpha;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const char* fn = "mona::nn::gmm_attention_weights";
     const auto s = ctx->get_saved_variables();
-    detail::check_first_order("mona::nn::gmm_attention_weights", s, grads);
+    detail::check_first_order(fn, s, grads);
     const at::Tensor &mu = s[0], &variance = s[1], &weights = s[2], &nu = s[3], &delta = s[4];
     const at::Tensor g = grads[0].contiguous();
     const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
-    const auto grid = detail::make_grid(B, U, T, detail::saved_or_undefined(ctx, "in_lens"),
-                                        detail::saved_or_undefined(ctx, "out_lens"));
+    const auto grid = detail::make_grid(B, U, T, detail::kept_for_backward(ctx, "in_lens", fn),
+                                        detail::kept_for_backward(ctx, "out_lens", fn));
     at::Tensor gmu = at::empty_like(mu), gv = at::empty_like(mu), gw = at::empty_like(mu);
     at::Tensor gnu = at::empty_like(nu), gd = at::empty_like(nu);
     const core::GmmOptions o = load_options(ctx);
@@ -94,19 +95,20 @@ struct LengthPenaltyFn : torch::autograd::Function<LengthPenaltyFn> {
     });
     ctx->save_for_backward({mu, nu});
     ctx->saved_data["lambda"] = lambda;
-    if (args.in.defined()) ctx->saved_data["in_lens"] = args.in;
-    if (args.out.defined()) ctx->saved_data["out_lens"] = args.out;
+    detail::keep_for_backward(ctx, "in_lens", args.in);
+    detail::keep_for_backward(ctx, "out_lens", args.out);
     return loss;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const char* fn = "mona::nn::gmm_length_penalty";
     const auto s = ctx->get_saved_variables();
-    detail::check_first_order("mona::nn::gmm_length_penalty", s, grads);
+    detail::check_first_order(fn, s, grads);
     const at::Tensor &mu = s[0], &nu = s[1];
     const at::Tensor g = grads[0].contiguous();
     const int64_t B = mu.size(0), U = mu.size(1), H = mu.size(2), T = nu.size(1);
-    const auto grid = detail::make_grid(B, U, T, detail::saved_or_undefined(ctx, "in_lens"),
-                                        detail::saved_or_undefined(ctx, "out_lens"));
+    const auto grid = detail::make_grid(B, U, T, detail::kept_for_backward(ctx, "in_lens", fn),
+                                        detail::kept_for_backward(ctx, "out_lens", fn));
     at::Tensor gmu = at::empty_like(mu), gnu = at::empty_like(nu);
     const double lambda = ctx->saved_data["lambda"].toDouble();
     AT_DISPATCH_FLOATING_TYPES(mu.scalar_type(), "gmm_length_penalty_backward", [&] {

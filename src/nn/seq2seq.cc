@@ -31,6 +31,7 @@ namespace {
 using data::kBos;
 using data::kEos;
 using data::kPad;
+using data::kUnk;
 
 constexpr int64_t kConvStride = 2;  // each of the two 3x3 convolutions (pad 1) halves time
 int64_t conv_out(int64_t n) { return n > 0 ? (n - 1) / kConvStride + 1 : 0; }
@@ -200,20 +201,31 @@ at::Tensor Encoder::run_layers(at::Tensor x, const at::Tensor& lengths) {
 }
 
 namespace {
-// Throws mona::ArgumentError unless every id of `ids` (int64, any shape) lies in [0, V),
-// naming the first one outside, e.g. "Encoder::forward: inputs[1, 3] = 57: expected a
-// symbol id in [0, 40)". Two reductions when all are valid; the position only on failure.
-void check_ids(const at::Tensor& ids, int64_t V, const char* fn, const char* name) {
-  if (ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < V)) return;
-  const at::Tensor flat = ids.flatten();
-  int64_t pos = torch::logical_or(flat < 0, flat >= V).nonzero()[0][0].item<int64_t>();
-  const int64_t value = flat[pos].item<int64_t>();
-  std::string index;  // pos as an index into ids, last dimension fastest
-  for (int64_t d = ids.dim() - 1; d >= 0; --d) {
-    index = std::to_string(pos % ids.size(d)) + (index.empty() ? "" : ", ") + index;
-    pos /= ids.size(d);
+// Throws mona::ArgumentError unless `ids` (int64, [B, T] or [n]) holds symbol ids: every
+// id in [0, V), and every id at a real position (t < lengths[b]; every position when
+// `lengths` is undefined) <unk> or a symbol, not one of the markers <pad>, <s> and </s>
+// (data/tokens.h), which the model places itself: an input </s> would end the input early,
+// a target </s> the output. Names the first bad id, e.g. "Encoder::forward: inputs[1, 3]
+// = 2 (</s>): expected <unk> (3) or a symbol id in [4, 40)". `lengths`: [B] int64,
+// contiguous (detail::check_lengths).
+void check_ids(const at::Tensor& ids, int64_t V, const char* fn, const char* name,
+               const at::Tensor& lengths = at::Tensor()) {
+  const at::Tensor c = ids.contiguous();
+  const int64_t* id = c.data_ptr<int64_t>();
+  const int64_t T = c.dim() == 2 ? c.size(1) : c.numel();
+  const int64_t rows = T == 0 ? 0 : c.numel() / T;
+  const int64_t* len = lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr;
+  for (int64_t b = 0; b < rows; ++b) {
+    const int64_t real = len != nullptr ? len[b] : T;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t v = id[b * T + t];
+      if (v >= 0 && v < V && (v >= kUnk || t >= real)) continue;
+      const std::string index = c.dim() == 2 ? std::to_string(b) + ", " + std::to_string(t) : std::to_string(t);
+      const std::string marker = v >= 0 && v < kUnk ? std::string(" (") + data::kReservedSymbols[v] + ")" : "";
+      mona::detail::fail(fn, ": ", name, "[", index, "] = ", v, marker, ": expected <unk> (", kUnk,
+                         ") or a symbol id in [", data::kNumReserved, ", ", V, ")");
+    }
   }
-  mona::detail::fail(fn, ": ", name, "[", index, "] = ", value, ": expected a symbol id in [0, ", V, ")");
 }
 }  // namespace
 
@@ -231,7 +243,7 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
     MONA_CHECK(inputs.dim() == 2 && inputs.scalar_type() == at::kLong, fn,
                 ": inputs: expected int64 symbols [B, T], got ", inputs.scalar_type(), " ", inputs.sizes());
     const int64_t V = options_.input_vocab;
-    check_ids(inputs, V, fn, "inputs");
+    check_ids(inputs, V, fn, "inputs", lens);
     if (options_.append_eos) {  // x[b, lens[b]] = </s>; padding stays <pad>
       at::Tensor with_eos = torch::cat({inputs, torch::zeros({inputs.size(0), 1}, inputs.options())}, 1);
       with_eos.scatter_(1, lens.unsqueeze(1), kEos);
@@ -582,7 +594,7 @@ at::Tensor Seq2Seq::loss(const at::Tensor& inputs, const at::Tensor& lengths, co
               " differs from inputs' ", inputs.size(0));
   const at::Tensor tl = detail::check_lengths(target_lengths, fn, "target_lengths", targets.size(0), targets.size(1));
   MONA_CHECK(tl.defined(), fn, ": target_lengths must be given");
-  check_ids(targets, options_.output_vocab, fn, "targets");
+  check_ids(targets, options_.output_vocab, fn, "targets", tl);
   smoothing.validate();
   if (length_penalty) {
     MONA_CHECK(std::isfinite(length_penalty->lambda) && length_penalty->lambda >= 0, fn,

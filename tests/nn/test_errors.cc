@@ -116,3 +116,43 @@ TEST(NnErrors, DoubleBackwardIsRefusedByEveryNode) {
     EXPECT_TRUE(any) << "first order: no gradient";
   }
 }
+
+TEST(NnErrors, ArgumentsKeptForBackwardAreRefusedWhenChangedInPlace) {
+  // Lengths and counts are kept for the backward pass outside save_for_backward's list (they
+  // may be undefined); a change in place between the passes used to give another gradient
+  // silently. Now the backward pass refuses it, naming the node and the argument.
+  namespace nn = mona::nn;
+  torch::manual_seed(5);
+  const int64_t B = 2, U = 3, T = 5;
+  const auto p = torch::sigmoid(torch::randn({B, U, T}, torch::kDouble)).requires_grad_();
+  const auto mu = (torch::rand({B, U, 1}, torch::kDouble) * T).requires_grad_();
+  const auto nu = torch::arange(1, T + 1, torch::kDouble).repeat({B, 1});
+  const auto logits = torch::randn({B, T}, torch::kDouble).requires_grad_();
+  struct Case {
+    std::string node, argument;
+    std::function<torch::Tensor(const torch::Tensor&)> forward;  // of the tensor changed after it
+  };
+  const std::vector<Case> cases = {
+      {"mona::nn::monotonic_alignment", "in_lens", [&](const torch::Tensor& l) { return nn::monotonic_alignment(p, l); }},
+      {"mona::nn::masked_softmax", "out_lens",
+       [&](const torch::Tensor& l) { return nn::masked_softmax(p, {}, l); }},
+      {"mona::nn::gmm_length_penalty", "in_lens", [&](const torch::Tensor& l) { return nn::gmm_length_penalty(mu, nu, 0.5, l); }},
+      {"mona::nn::poisson_binomial_log_prob", "k", [&](const torch::Tensor& l) { return nn::poisson_binomial_log_prob(logits, l); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.node);
+    const torch::Tensor lens = torch::tensor({3L, 2L}, torch::kLong);  // within T and U
+    // Unchanged: the backward pass runs.
+    torch::autograd::grad({c.forward(lens).sum()}, {p, mu, logits}, {}, false, false, /*allow_unused=*/true);
+    const torch::Tensor kept = c.forward(lens);
+    lens[1] = 1;
+    try {
+      torch::autograd::grad({kept.sum()}, {p, mu, logits}, {}, false, false, /*allow_unused=*/true);
+      ADD_FAILURE() << c.argument << " changed in place was accepted";
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(c.node + ": " + c.argument + " was modified in place after the forward pass (version "),
+                std::string::npos) << msg;
+    }
+  }
+}

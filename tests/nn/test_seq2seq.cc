@@ -521,30 +521,49 @@ TEST(Seq2Seq, LossErrors) {
   auto x_bad = x.clone();
   x_bad[0][0] = 12;
   expect_error([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
-                     "Encoder::forward: inputs[0, 0] = 12: expected a symbol id in [0, 10)");
+                     "Encoder::forward: inputs[0, 0] = 12: expected <unk> (3) or a symbol id in [4, 10)");
   x_bad = x.clone();
   x_bad[1][3] = -1;
   expect_error([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
-                     "Encoder::forward: inputs[1, 3] = -1: expected a symbol id in [0, 10)");
+                     "Encoder::forward: inputs[1, 3] = -1: expected <unk> (3) or a symbol id in [4, 10)");
+  // The markers the model places itself are refused inside an input (an </s> there would end
+  // it early) and accepted in its padding, where the batch holds <pad>.
+  x_bad = x.clone();
+  x_bad[1][2] = data::kEos;
+  expect_error([&] { model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
+                     "Encoder::forward: inputs[1, 2] = 2 (</s>): expected <unk> (3) or a symbol id in [4, 10)");
+  x_bad[1][2] = data::kUnk;
+  x_bad[1][4] = data::kPad;  // xl[1] = 4: padding
+  EXPECT_TRUE(std::isfinite(model->loss(x_bad, xl, y, torch::tensor({3, 2}, torch::kLong), {}).item<double>()));
   // Targets outside the output vocabulary used to reach the embedding and fail in LibTorch.
   auto y_bad = y.clone();
   y_bad[1][2] = model->options().output_vocab;
   expect_error([&] { model->loss(x, xl, y_bad, torch::tensor({3, 2}, torch::kLong), {}); },
                      "Seq2Seq::loss: targets[1, 2] = " + std::to_string(model->options().output_vocab) +
-                     ": expected a symbol id in [0, " + std::to_string(model->options().output_vocab) + ")");
+                     ": expected <unk> (3) or a symbol id in [4, " + std::to_string(model->options().output_vocab) + ")");
+  y_bad = y.clone();
+  y_bad[0][1] = data::kBos;
+  expect_error([&] { model->loss(x, xl, y_bad, torch::tensor({3, 2}, torch::kLong), {}); },
+                     "Seq2Seq::loss: targets[0, 1] = 1 (<s>): expected <unk> (3) or a symbol id in [4, ");
+  y_bad[0][1] = data::kUnk;
+  y_bad[1][2] = data::kPad;  // target_lengths[1] = 2: padding
+  EXPECT_TRUE(std::isfinite(model->loss(x, xl, y_bad, torch::tensor({3, 2}, torch::kLong), {}).item<double>()));
   expect_error([&] { model->loss(torch::Tensor(), xl, y, torch::tensor({3, 2}, torch::kLong), {}); },
                      "Seq2Seq::loss: inputs: expected a tensor, got an undefined one");
 }
 
 TEST(Seq2Seq, EncoderNamesTheBadSymbolOrFrameDtype) {
-  // Symbols: the first id outside [0, V) and where it is, offline and streaming.
+  // Symbols: the first id outside [0, V) or marker (streamed ids are all input) and where it
+  // is, offline and streaming.
   ModelOptions o = tiny_monotonic_options("mocha");
   nn::Encoder symbols(o);
   symbols.eval();
   torch::NoGradGuard ng;
   nn::EncoderStream st;
   expect_error([&] { symbols.stream(st, torch::tensor({4L, 5L, 99L, 200L}), false); },
-               "Encoder::stream: inputs[2] = 99: expected a symbol id in [0, 10)");
+               "Encoder::stream: inputs[2] = 99: expected <unk> (3) or a symbol id in [4, 10)");
+  expect_error([&] { symbols.stream(st, torch::tensor({4L, 0L}), false); },
+               "Encoder::stream: inputs[1] = 0 (<pad>): expected <unk> (3) or a symbol id in [4, 10)");
   // Frames of another dtype than the model's used to fail inside conv2d with LibTorch's error.
   o.input_kind = "features";
   o.feature_dim = 4;

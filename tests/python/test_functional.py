@@ -369,3 +369,31 @@ def test_inference_mode_runs_the_cpu_kernels():
     assert torch.equal(a, F.monotonic_alignment(p))
     assert lp.shape == (2,) and torch.all(torch.isfinite(lp))
     assert math.isfinite(float(a.sum()))
+
+
+def test_inputs_changed_in_place_after_forward_are_refused():
+    # alpha0 and the lengths are saved like every other input: a change between forward and
+    # backward used to give another gradient silently (autograd's error now, as for p).
+    p = torch.rand(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    alpha0 = torch.rand(2, 5, dtype=torch.float64)
+    alpha = mona.monotonic_alignment(p, alpha0=alpha0)
+    alpha0.mul_(3)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        alpha.sum().backward()
+    lens = torch.tensor([5, 3])
+    alpha = mona.monotonic_alignment(p, lens)
+    lens[1] = 4
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        alpha.sum().backward()
+    # mona::nn's nodes (GMM, Poisson-binomial, conditional Bernoulli) check their lengths too.
+    mu = (3 * torch.rand(2, 3, 1, dtype=torch.float64)).requires_grad_()
+    lens = torch.tensor([5, 4])
+    w = mona.functional.gmm_attention_weights(mu, torch.ones(2, 3, 1, dtype=torch.float64), in_lens=lens)
+    lens[0] = 3
+    with pytest.raises(RuntimeError, match="in_lens was modified in place after the forward pass"):
+        w.sum().backward()
+    # Lengths made in inference mode are taken (no version counter; nothing can change them).
+    with torch.inference_mode():
+        lens = torch.tensor([5, 3])
+    mona.monotonic_alignment(p, lens).sum().backward()
+    assert torch.all(p.grad[1, :, 3:] == 0)

@@ -131,3 +131,65 @@ def test_gmm_module_gradcheck_and_padding(window):
 def test_gmm_module_errors_are_value_errors():
     with pytest.raises(ValueError, match="window must be none, adaptive or fixed, got 'sliding'"):
         mona.nn.GmmAttention(4, 5, window="sliding")
+
+
+@pytest.mark.parametrize("ctor, message", [
+    (lambda: mona.nn.MonotonicAttention(4, 5, noise_std=float("nan")),
+     "MonotonicAttention: noise_std must be finite and >= 0, got nan"),
+    (lambda: mona.nn.MochaAttention(4, 5, noise_std=-1), "MochaAttention: noise_std must be finite and >= 0, got -1"),
+    (lambda: mona.nn.MochaAttention(4, 5, chunk_size=0), "MochaAttention: chunk_size w must be >= 1, got 0"),
+    (lambda: mona.nn.MochaAttention(4, 5, chunk_size=2.5), "MochaAttention: chunk_size: expected an integer, got 2.5"),
+    (lambda: mona.nn.SoftAttention(0, 5), "SoftAttention: query_dim must be > 0, got 0"),
+    (lambda: mona.nn.GmmAttention(4, 5, num_heads=1.5), "GmmAttention: num_heads: expected an integer, got 1.5"),
+    (lambda: mona.nn.GmmAttention(4, 5, min_variance=-0.5), "GmmAttention: gmm.min_variance must be finite and > 0"),
+    (lambda: mona.nn.GmmAttention(4, 5, min_variance=1.0, max_variance=0.5),
+     "GmmAttention: gmm.max_variance must be 0 \\(no clamp\\) or finite and > gmm.min_variance = 1, got 0.5"),
+])
+def test_module_options_are_checked_as_the_cpp_options(ctor, message):
+    # The C++ AttentionOptions' checks, at construction: noise_std = nan used to train without
+    # noise, min_variance < 0 to fail in some batches only.
+    with pytest.raises(mona.ArgumentError, match=message):
+        ctor()
+
+
+def test_gmm_heads_errors_name_the_callers_lengths():
+    # Each head is its own call: a length error names [B] and b, not the folded B * H.
+    att = mona.nn.GmmAttention(4, 6, num_heads=2)
+    q, h = torch.randn(2, 3, 4), torch.randn(2, 5, 6)
+    with pytest.raises(ValueError, match=r"in_lens: expected shape \[B\] = \[2\], got \[1\]"):
+        att(q, h, torch.tensor([5]))
+    with pytest.raises(ValueError, match=r"in_lens\[1\] must lie in \[0, 5\], got 7"):
+        att(q, h, torch.tensor([5, 7]))
+
+
+@pytest.mark.parametrize("cls", STEPWISE)
+def test_copies_and_pickles_leave_the_last_call_behind(cls):
+    # last_alignment / last_mu keep the last call's graph (the length penalty needs last_mu's);
+    # deepcopy (AveragedModel) refused non-leaf tensors, and torch.save pickled them.
+    import copy
+    import io
+    att = cls(4, 6)
+    att(torch.randn(2, 3, 4), torch.randn(2, 5, 6))[0].sum().backward()
+    assert att.last_alignment.grad_fn is not None
+    twin = copy.deepcopy(att)
+    assert twin.last_alignment is None and getattr(twin, "last_mu", None) is None
+    averaged = torch.optim.swa_utils.AveragedModel(att)  # a deepcopy inside
+    for a, b in zip(averaged.module.parameters(), att.parameters()):
+        assert torch.equal(a, b)
+    buffer = io.BytesIO()
+    torch.save(att, buffer)
+    buffer.seek(0)
+    assert torch.load(buffer).last_alignment is None
+    assert att.last_alignment is not None  # the module itself keeps it
+
+
+@pytest.mark.parametrize("cls", MODULES)
+def test_empty_memory(cls):
+    # T = 0: no entry to attend to, zero contexts (MAtChA and the step's initial state used to
+    # index entry 0).
+    att = cls(4, 6)
+    ctx, w = att(torch.randn(2, 3, 4), torch.randn(2, 0, 6))
+    assert ctx.shape == (2, 3, 6) and torch.all(ctx == 0) and w.shape == (2, 3, 0)
+    memory = att.prepare(torch.randn(2, 0, 6))
+    state = att.initial_state(memory)
+    assert state is None or state.shape == (2, 0)

@@ -61,3 +61,12 @@ def test_stream_errors(checkpoint):
     rec.accept(s, ["a"])  # a reset stream takes input again
     with pytest.raises(ValueError, match="beam"):
         mona.Recognizer(checkpoint, beam=-2)
+
+
+def test_markers_are_not_input(checkpoint):
+    # "</s>" inside an input used to end it there; <pad>, <s> and </s> are the model's own.
+    rec = mona.Recognizer(checkpoint)
+    with pytest.raises(ValueError, match=r"inputs\[1\] = 2 \(</s>\)"):
+        rec.recognize(["a", "</s>", "b"])
+    with pytest.raises(ValueError, match=r"inputs\[0\] = 0 \(<pad>\)"):
+        rec.recognize(torch.tensor([0, 5]))

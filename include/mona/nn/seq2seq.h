@@ -138,7 +138,8 @@ class Encoder : public torch::nn::Module {
   /// inputs [B, T] int64 symbols or [B, T, F] features; lengths [B] int64 ->
   /// memory [B, T', Dh] and its lengths [B]. Throws mona::ArgumentError naming the argument
   /// for another rank, F or dtype (frames: the model's), a symbol id outside [0, input_vocab)
-  /// (with its position and value), or lengths outside [0, T].
+  /// or, before lengths[b], one of the markers <pad>, <s>, </s> (data/tokens.h; the encoder
+  /// appends </s> itself) (with its position and value), or lengths outside [0, T].
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& inputs, const at::Tensor& lengths);
   /// Streaming: feeds new inputs ([n] symbols or [n, F] frames) of one sequence; returns
   /// the new memory entries [m, Dh] (m may be 0). `finished` flushes what waits for
@@ -302,8 +303,10 @@ class Seq2Seq : public torch::nn::Module {
   /// LengthPenaltyOptions); ignored for other mechanisms. With `totals` (this call sees one
   /// shard of a batch), the sums are divided by the batch's counts instead of the shard's
   /// (BatchTotals). `tokens` receives the shard's target token count. Throws
-  /// mona::ArgumentError on shapes, lengths or options that do not fit, and when `totals`
-  /// holds fewer tokens or sequences than this shard.
+  /// mona::ArgumentError on shapes, lengths or options that do not fit, on target ids as
+  /// Encoder::forward refuses input ids (outside [0, output_vocab), or a marker <pad>, <s>,
+  /// </s> before target_lengths[b]), and when `totals` holds fewer tokens or sequences than
+  /// this shard.
   /// With ModelOptions::p_eos > 0, the EOS frame is appended as encode() does, and the
   /// </s> position of a sequence without it adds nothing to the loss (it still counts in
   /// the token total, so that shards' losses add up to the batch's).

@@ -129,7 +129,8 @@ class Recognizer {
   std::unique_ptr<Stream> create_stream() const;
   /// Appends input: int64 symbol ids [n] or float frames [n, F] (features and audio
   /// models; for audio, log-mel frames as audio::compute_fbank makes them). Throws (naming
-  /// the argument) on a finished stream or inputs of the wrong kind.
+  /// the argument) on a finished stream or inputs of the wrong kind, and for symbol ids as
+  /// nn::Encoder::stream does (outside the vocabulary, or a marker <pad>, <s>, </s>).
   void accept(Stream& stream, const at::Tensor& inputs) const;
   /// Audio models: appends n mono samples in [-1, 1] at `sample_rate` Hz (resampled to the
   /// model's rate when different; every call of a stream must give the same rate). Any
