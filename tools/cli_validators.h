@@ -29,6 +29,19 @@ inline CLI::Validator integer_in(int64_t lo, int64_t hi = std::numeric_limits<in
       "INT " + range);
 }
 
+/// Any integer that fits in int64 (the range is checked later, with a message of its own).
+inline CLI::Validator integer() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        int64_t v = 0;
+        const char* end = value.data() + value.size();
+        const auto r = std::from_chars(value.data(), end, v);
+        if (r.ec == std::errc() && r.ptr == end) return "";
+        return "expected an integer, got " + value;
+      },
+      "INT");
+}
+
 /// A finite number greater than `lo` (or at least `lo` when `inclusive`).
 inline CLI::Validator number_above(double lo, bool inclusive) {
   const std::string range = (inclusive ? ">= " : "> ") + CLI::detail::to_string(lo);
@@ -38,6 +51,22 @@ inline CLI::Validator number_above(double lo, bool inclusive) {
           size_t used = 0;
           const double v = std::stod(value, &used);
           if (used == value.size() && std::isfinite(v) && (inclusive ? v >= lo : v > lo)) return "";
+        } catch (const std::exception&) {
+        }
+        return "expected a finite number " + range + ", got " + value;
+      },
+      "NUMBER " + range);
+}
+
+/// A finite number in (lo, hi].
+inline CLI::Validator number_in(double lo, double hi) {
+  const std::string range = "in (" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(value, &used);
+          if (used == value.size() && std::isfinite(v) && v > lo && v <= hi) return "";
         } catch (const std::exception&) {
         }
         return "expected a finite number " + range + ", got " + value;

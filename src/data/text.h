@@ -44,11 +44,12 @@ inline bool is_space(char c) {
 }
 
 /// Calls f(line, line_no) for every line of `text`, line_no counting from 1, with a
-/// trailing '\r' (CRLF files) dropped; a final '\n' ends the last line (no empty line
+/// trailing '\r' (CRLF files) dropped and a UTF-8 byte-order mark at the start of `text`
+/// (which some editors write) skipped; a final '\n' ends the last line (no empty line
 /// after it). Returns the number of lines: how vocabularies are read.
 template <class F>
 int64_t for_each_line(const std::string& text, F&& f) {
-  std::size_t pos = 0;
+  std::size_t pos = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   int64_t line_no = 0;
   while (pos < text.size()) {
     std::size_t end = text.find('\n', pos);

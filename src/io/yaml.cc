@@ -2,6 +2,8 @@
 #include "mona/io/yaml.h"
 
 #include <cctype>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "mona/core/error.h"
@@ -39,11 +41,38 @@ const char* type_name(const YAML::Node& n) {
   }
 }
 
+// Refuses a map that holds a key twice. YAML says keys are unique, but yaml-cpp keeps both
+// entries and every lookup finds the first, so a value appended at the end of a file (a
+// second `batch_size:`, a second `train:` block) would be ignored without a word. `path`:
+// the keys above `node`, dotted, for the message.
+void check_unique_keys(const YAML::Node& node, const std::string& source_name, const std::string& path) {
+  if (node.IsMap()) {
+    std::map<std::string, int> first_line;
+    for (const auto& entry : node) {
+      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : YAML::Dump(entry.first);
+      const std::string at = path.empty() ? key : path + "." + key;
+      const int line = entry.first.Mark().line + 1;
+      const auto [seen, fresh] = first_line.emplace(key, line);
+      if (!fresh) {
+        fail_data(source_name, ":", line, ": duplicate key \"", at, "\" (first on line ", seen->second,
+                  "); YAML keys are unique: keep one");
+      }
+      check_unique_keys(entry.second, source_name, at);
+    }
+  } else if (node.IsSequence()) {
+    for (std::size_t k = 0; k < node.size(); ++k) {
+      check_unique_keys(node[k], source_name, path + "[" + std::to_string(k) + "]");
+    }
+  }
+}
+
 }  // namespace
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source_name) {
   try {
-    return YAML::Load(text);
+    YAML::Node root = YAML::Load(text);
+    check_unique_keys(root, source_name, "");
+    return root;
   } catch (const YAML::ParserException& e) {
     fail_data(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML parse error: ", e.msg);
   } catch (const YAML::Exception& e) {
@@ -56,7 +85,7 @@ YAML::Node load_yaml(const std::string& path) { return parse_yaml(read_file(path
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   check(eq != std::string::npos, "override \"", assignment,
-        "\": expected key=value (e.g. optim.lr=0.001), found no '='");
+        "\": expected key=value (e.g. train.batch_size=32), found no '='");
   const std::string key = trim(assignment.substr(0, eq));
   const std::string value_text = trim(assignment.substr(eq + 1));
   check(!key.empty(), "override \"", assignment, "\": empty key before '='");

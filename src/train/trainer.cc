@@ -439,8 +439,9 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   };
 
   std::vector<std::optional<DecodedInput>> decoded(n);
+  auto stop_asked = [&] { return progress.stop != nullptr && *progress.stop != 0; };
   if (workers <= 1) {
-    for (size_t q = 0; q < n; ++q) {
+    for (size_t q = 0; q < n && !stop_asked(); ++q) {
       decoded[q] = decode_one(pool[0], q);
       if (bar) bar->update_count(static_cast<int64_t>(q + 1));
     }
@@ -455,7 +456,7 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
     auto work = [&](EvalWorker& worker) {
       nn::run_operators_on_this_thread();
       torch::NoGradGuard worker_no_grad;  // grad mode is per thread
-      while (!failed) {
+      while (!failed && !stop_asked()) {
         const size_t q = next++;  // once taken, an input is decoded: the first failing one always is
         if (q >= n) return;
         try {
@@ -482,6 +483,10 @@ EvalResult evaluate(const TrainedModel& t, const std::vector<data::ReferenceSet>
   EvalResult r;
   r.threads = static_cast<int64_t>(workers);  // >= 1: there is at least one input
   for (auto& d : decoded) {  // input order, whichever worker decoded it
+    if (!d) {  // not taken: a stop was asked for
+      r.stopped = true;
+      continue;
+    }
     r.scored.push_back(d->scored);
     r.counts.add(d->scored.counts);
     r.latency.add(d->latency);
@@ -765,9 +770,11 @@ void check_run_request(const Config& c, const RunOptions& options) {
                        c.train.output_dir + "/last.ckpt");
   } else if (!options.overwrite) {
     const auto found = run_files(c.train.output_dir);
-    detail::check(found.empty(), "train.output_dir ", c.train.output_dir, " holds a run (",
-                  join_names(found), "); continue it with --resume, choose another train.output_dir, or "
-                  "replace it with --overwrite");
+    // --resume needs last.ckpt: a run stopped before its first checkpoint has none to go on from.
+    const bool resumable = fs::exists(c.train.output_dir + "/last.ckpt");
+    detail::check(found.empty(), "train.output_dir ", c.train.output_dir, " holds a run (", join_names(found), "); ",
+                  resumable ? "continue it with --resume, choose" : "it has no last.ckpt to continue from: choose",
+                  " another train.output_dir, or replace it with --overwrite");
   }
 }
 
@@ -1241,7 +1248,12 @@ void TrainingRun::evaluate_and_checkpoint() {
     shown.out = &progress_out_;
     shown.is_tty = options_.progress_is_tty;
     shown.label = "dev eval (step " + std::to_string(t_.step) + ")";
+    shown.stop = options_.stop;  // a stop ends the evaluation too: last.ckpt is saved already
     const EvalResult ev = evaluate(t_, dev_sets_, greedy, false, c_.train.eval_limit, shown, nullptr, c_.train.threads);
+    if (ev.stopped) {  // no record of a part of the dev set; the caller ends the run (finish_stopped)
+      t_.model->train();
+      return;
+    }
     const double ter = ev.counts.token_error_rate();
     rec["dev_token_error_rate"] = ter;
     rec["dev_sequence_error_rate"] = ev.counts.sequence_error_rate();
@@ -1270,6 +1282,7 @@ void TrainingRun::evaluate_and_checkpoint() {
 
 TrainResult TrainingRun::finish() {
   if (t_.step % c_.train.eval_every != 0 || t_.step == 0) evaluate_and_checkpoint();
+  if (options_.stop && *options_.stop != 0) return finish_stopped(static_cast<int>(*options_.stop));
   if (!plot_examples_.empty()) write_plots(t_, plot_examples_, c_.train.output_dir + "/plots", t_.step);
   return result();
 }

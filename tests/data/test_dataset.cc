@@ -29,6 +29,9 @@ TEST(Dataset, ReadTsvParsesAndSkipsBlankLines) {
   EXPECT_EQ(ex[2].output, (Tokens{"y", "z"}));
   mona::test::write_raw(path, "");
   EXPECT_TRUE(mona::data::read_tsv(path).empty());
+  // A UTF-8 byte-order mark (some editors write one) is no part of the first token.
+  mona::test::write_raw(path, "\xEF\xBB\xBF" "c a t\tK AE1 T\n");
+  EXPECT_EQ(mona::data::read_tsv(path).at(0).input, (Tokens{"c", "a", "t"}));
 }
 
 TEST(Dataset, MalformedLinesNameFileAndLine) {

@@ -48,6 +48,18 @@ TEST(ConfigIo, LoadErrorsNameFileAndLine) {
   EXPECT_TRUE(mona::io::load_yaml(path).IsNull());
 }
 
+TEST(ConfigIo, KeysGivenTwiceAreRefused) {
+  // yaml-cpp keeps both entries and finds the first: a value appended at the end of a file
+  // was ignored without a word.
+  EXPECT_ERROR_CONTAINS(parse_yaml("train:\n  batch_size: 64\n  seed: 1\n  batch_size: 32\n", "c5.yaml"),
+                        "c5.yaml:4: duplicate key \"train.batch_size\" (first on line 2)");
+  EXPECT_ERROR_CONTAINS(parse_yaml("train: {seed: 1}\nmodel: {}\ntrain: {batch_size: 3}\n", "c3.yaml"),
+                        "c3.yaml:3: duplicate key \"train\" (first on line 1)");
+  EXPECT_ERROR_CONTAINS(parse_yaml("layers: [{size: 1, size: 2}]\n", "l.yaml"), "duplicate key \"layers[0].size\"");
+  // The same key in different maps is no duplicate.
+  EXPECT_EQ(parse_yaml("a: {x: 1}\nb: {x: 2}\n", "ok.yaml")["b"]["x"].as<int>(), 2);
+}
+
 TEST(ConfigIo, OverrideOverwritesNestedKey) {
   YAML::Node root = parse_yaml(kConfig, "cfg");
   apply_override(root, "optim.lr=0.0005");

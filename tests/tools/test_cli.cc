@@ -60,9 +60,11 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   auto r = run_cli("train " + (d / "cfg.yaml") + " --set train.optimizer.learning_rate=0.01");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string ckpt = d / "run/best.ckpt";
-  // unknown characters: reported with the word, and decoding goes on with the next one
+  // unknown characters: reported with the word, and decoding goes on with the next one; the
+  // exit code says that an input was skipped (an empty line is no input)
   r = run_cli("decode " + ckpt + " -", "abc\nab9z\n\ncab\n");
-  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: 1 input skipped (see above)\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("skipping \"ab9z\": symbols outside the model's input vocabulary: '9', 'z'"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("skipping empty input (line 3)"), std::string::npos) << r.output;
@@ -70,10 +72,22 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   EXPECT_NE(r.output.find("cab\t"), std::string::npos) << r.output;
   // characters are UTF-8 code points, named whole; a stray byte is shown in hex
   r = run_cli("decode " + ckpt + " -", "ab\xc3\xa9" "c\nb\xff" "a\n");
-  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: 2 inputs skipped (see above)\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("skipping \"ab\xc3\xa9" "c\": symbols outside the model's input vocabulary: '\xc3\xa9'\n"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("symbols outside the model's input vocabulary: '\\xFF'"), std::string::npos) << r.output;
+  // markers the model places itself are no input (an </s> would end the input there); a
+  // UTF-8 byte-order mark before the first line is no symbol
+  r = run_cli("decode " + ckpt + " -", "\xEF\xBB\xBF" "abc\na </s> b\n");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(r.output.rfind("abc\t", 0) == 0) << r.output;
+  EXPECT_NE(r.output.find("mona: skipping \"a </s> b\": markers the model places itself: '</s>'\n"),
+            std::string::npos) << r.output;
+  // output that cannot be written is an error, not a result cut short
+  r = run_program("sh -c '" + std::string(MONA_CLI) + " decode " + ckpt + " abc > /dev/full'");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: standard output: write failed"), std::string::npos) << r.output;
   r = run_cli("stream " + ckpt, "abcdef\n");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("read 6 'f'"), std::string::npos) << r.output;

@@ -149,6 +149,10 @@ TEST(CliGuards, ThreadCountsBelowOneAreRefusedAndTooManyAreClamped) {
     EXPECT_TRUE(contains(r.output, "mona: --threads = 4096 is more than this machine's")) << args << ": " << r.output;
     EXPECT_TRUE(contains(r.output, "abc\t")) << args << ": " << r.output;
   }
+  // A count that int64 cannot hold is a usage error, not the largest count clamped.
+  r = run_cli("--threads 99999999999999999999 decode " + ckpt + " abc");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected an integer, got 99999999999999999999")) << r.output;
   r = run_cli("decode --threads 0 " + ckpt + " abc");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected a number of threads >= 1, got 0")) << r.output;

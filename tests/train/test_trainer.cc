@@ -620,5 +620,38 @@ TEST(Trainer, LastCheckpointIsSavedBeforeTheDevEvaluation) {
   EXPECT_EQ(train::TrainedModel::load(d / "run/last.ckpt").step, 2);
 }
 
+// A stop asked for during a dev evaluation (mona's SIGINT) ends it before its next input,
+// not after the whole dev set: the run saves last.ckpt at the evaluation's step and returns
+// stopped, with no record of the part of the dev set it decoded. One and two decoding threads.
+TEST(Trainer, AStopDuringTheDevEvaluationEndsItAndTheRun) {
+  for (const int64_t threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    TempDir d;
+    write_letter_task(d / "train.tsv", 100, 3);
+    write_letter_task(d / "dev.tsv", 60, 4);
+    train::Config c = tiny_config(d, 20);
+    c.train.eval_every = 5;
+    c.train.eval_limit = 0;  // all 60: the stop comes after the first
+    c.train.threads = threads;
+    volatile std::sig_atomic_t stop = 0;
+    train::RunOptions options;
+    options.stop = &stop;
+    // The evaluation's progress line ("dev eval (step 5) ...") follows its first input.
+    CallOnMarker buffer("dev eval", [&] { stop = 2; });
+    std::ostream progress(&buffer);
+    const train::TrainResult r = train::Trainer(c).run(options, progress);
+    EXPECT_EQ(r.stopped, 2);
+    EXPECT_EQ(r.steps, 5);
+    EXPECT_EQ(train::TrainedModel::load(d / "run/last.ckpt").step, 5);
+    std::ifstream log(d / "run/train.jsonl");
+    std::string line, events;
+    while (std::getline(log, line)) {
+      if (line.find("\"event\":\"eval\"") != std::string::npos) events += "eval ";
+      if (line.find("\"event\":\"stopped\"") != std::string::npos) events += "stopped ";
+    }
+    EXPECT_EQ(events, "stopped ");
+  }
+}
+
 }  // namespace
 }  // namespace mona::test

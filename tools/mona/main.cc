@@ -5,9 +5,10 @@
 // (--threads); then one section per subcommand: its arguments (XArgs), add_x() registering
 // them with CLI11, and run_x() doing the work and returning the exit code; main() parses
 // and dispatches. Exit codes: 0 done; 1 an error (mona::ArgumentError, mona::DataError or
-// any other exception, printed as one line "mona: error: ..."); CLI11's code (2 when it
-// has none) for a command line it cannot parse; 128 + the signal number for a training run
-// stopped by SIGINT / SIGTERM.
+// any other exception, printed as one line "mona: error: ..."), output that could not be
+// written, or inputs that decode and stream skipped (each named on stderr; the others are
+// decoded); 2 a command line that cannot be parsed; 128 + the signal number for a training
+// run stopped by SIGINT / SIGTERM.
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
@@ -15,12 +16,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -89,19 +94,50 @@ std::string quoted_list(const std::vector<std::string>& symbols) {
   return join(quoted, ", ");
 }
 
-// Encodes a line; on unknown symbols prints one notice naming them and the line, returns
-// false (the caller goes on with the next line).
+// The distinct symbols of `tokens` that are the markers <pad>, <s>, </s> (data/tokens.h):
+// the model places them itself (an input </s> would end the input there), so no input or
+// reference may hold one (nn::Encoder refuses their ids). <unk> is not among them.
+std::vector<std::string> markers_in(const std::vector<std::string>& tokens) {
+  std::vector<std::string> found;
+  for (const auto& token : tokens) {
+    for (int64_t id = 0; id < mona::data::kUnk; ++id) {
+      if (token == mona::data::kReservedSymbols[id] && std::find(found.begin(), found.end(), token) == found.end()) {
+        found.push_back(token);
+      }
+    }
+  }
+  return found;
+}
+
+// Encodes a line; on symbols outside the model's input vocabulary, or markers, prints one
+// notice naming them and the line, returns false (the caller goes on with the next line).
 bool encode_line(const TrainedModel& t, const std::string& line, const std::string& split,
                  std::vector<std::string>& tokens, std::vector<int64_t>& ids) {
   tokens = split_input(line, split);
   const auto unknown = t.input_vocab.unknown_symbols(tokens);
-  if (!unknown.empty()) {
-    std::cerr << "mona: skipping \"" << line << "\": symbols outside the model's input vocabulary: "
-              << quoted_list(unknown) << "\n";
+  const auto markers = markers_in(tokens);
+  if (!unknown.empty() || !markers.empty()) {
+    std::cerr << "mona: skipping \"" << line << "\": "
+              << (unknown.empty() ? "" : "symbols outside the model's input vocabulary: " + quoted_list(unknown))
+              << (unknown.empty() || markers.empty() ? "" : "; ")
+              << (markers.empty() ? "" : "markers the model places itself: " + quoted_list(markers)) << "\n";
     return false;
   }
   ids = t.input_vocab.encode(tokens);
   return true;
+}
+
+// Output that could not be written (a full disk, /dev/full) is an error: a result cut short
+// with exit code 0 would pass for a whole one. Flushes stdout (std::cout and C stdio) first.
+void check_stdout() {
+  std::cout.flush();
+  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (failed) throw mona::DataError(std::string("standard output: write failed: ") + std::strerror(errno));
+}
+
+// UTF-8's byte-order mark, which some editors put at the start of a text file: not a symbol.
+void strip_byte_order_mark(std::string& line) {
+  if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
 }
 
 // Reads input lines: the positional arguments, or stdin for none or "-".
@@ -118,7 +154,13 @@ void for_each_input(const std::vector<std::string>& args, F&& f) {
   if (args.empty() || (args.size() == 1 && args[0] == "-")) {
     std::string line;
     int64_t n = 0;
-    while (std::getline(std::cin, line)) handle(line, ++n);
+    while (std::getline(std::cin, line)) {
+      if (n == 0) strip_byte_order_mark(line);
+      handle(line, ++n);
+    }
+    // std::cin reads through C stdio (synchronised): a read error (a closed descriptor, a
+    // directory) is no end of input.
+    if (std::ferror(stdin)) throw mona::DataError(std::string("standard input: read failed: ") + std::strerror(errno));
   } else {
     int64_t n = 0;
     for (const auto& a : args) handle(a, ++n);
@@ -203,7 +245,8 @@ void add_global(CLI::App& app, GlobalArgs& a) {
       "threads, >= 1: training trains that many shards of each batch in parallel, eval decodes "
       "that many inputs at once, decode, stream and transcribe run operators on that many; more than "
       "the machine's hardware threads are clamped to them (default: the config's train.threads for "
-      "training, 2 for eval, 1 otherwise)");
+      "training, 2 for eval, 1 otherwise)")
+      ->check(mona::tools::integer());  // one that int64 cannot hold is no clamped count
 }
 
 // --threads when given (clamped to the machine's, with a notice on stderr); 0 when not given.
@@ -296,6 +339,22 @@ int run_eval(const EvalArgs& a, int64_t threads) {
   const auto sets = mona::data::group_references(mona::train::read_examples(t.config, a.data_path));
   mona::detail::check(!sets.empty(), "DATA: ", a.data_path, " holds no examples (expected lines ",
                       t.takes_audio() ? "\"audio path<TAB>transcript\")" : "\"input tokens<TAB>output tokens\")");
+  if (!t.takes_audio()) {  // decoded with <unk> in their place (TrainedModel::input_tensor): said, not hidden
+    int64_t with_unknown = 0;
+    std::vector<std::string> examples;  // the first few, for the notice
+    for (const auto& set : sets) {
+      const auto unknown = t.input_vocab.unknown_symbols(set.input);
+      with_unknown += unknown.empty() ? 0 : 1;
+      for (const auto& u : unknown) {
+        if (examples.size() < 5 && std::find(examples.begin(), examples.end(), u) == examples.end()) examples.push_back(u);
+      }
+    }
+    if (with_unknown > 0) {
+      std::cerr << "mona: eval: " << with_unknown << " of " << sets.size() << " inputs of " << a.data_path
+                << " hold symbols outside the model's input vocabulary (" << quoted_list(examples)
+                << (examples.size() == 5 ? ", ..." : "") << "); they are decoded with <unk> in their place\n";
+    }
+  }
   const auto search = search_options(t, a.beam);
   mona::train::EvalProgress shown;  // on stderr: stdout holds the result
   shown.out = &std::cerr;
@@ -387,10 +446,18 @@ CLI::App* add_decode(CLI::App& app, DecodeArgs& a) {
                                           "(audio models: mona transcribe)");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("INPUT", a.inputs, "inputs (none or '-': read lines from stdin)");
-  cmd->add_option("--beam", a.beam, "beam width (0: greedy)")->check(kNonNegative);
+  cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")
+      ->check(kNonNegative);
   cmd->add_flag("--expected", a.expected, "decode with the soft expected alignment");
   cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
   return cmd;
+}
+
+// Inputs skipped (encode_line named each): exit code 1 after the others are done.
+int skipped_inputs(int64_t skipped) {
+  if (skipped == 0) return 0;
+  std::cerr << "mona: " << skipped << (skipped == 1 ? " input" : " inputs") << " skipped (see above)\n";
+  return 1;
 }
 
 // Prints "INPUT<TAB>OUTPUT TOKENS" per input.
@@ -400,20 +467,29 @@ int run_decode(const DecodeArgs& a) {
                       " is an audio model: transcribe audio files with mona transcribe (or mona stream --audio)");
   const auto search = search_options(t, a.beam);
   mona::stream::Recognizer rec(t.model, search);
+  int64_t skipped = 0;
   for_each_input(a.inputs, [&](const std::string& line) {
     std::vector<std::string> tokens;
     std::vector<int64_t> ids;
-    if (!encode_line(t, line, a.split, tokens, ids)) return;
+    if (!encode_line(t, line, a.split, tokens, ids)) {
+      ++skipped;
+      return;
+    }
     const std::vector<int64_t> out = a.expected
                                          ? mona::train::decode_with_expected_alignment(t, ids, search).tokens
                                          : rec.recognize(torch::tensor(ids, torch::kLong)).tokens;
     std::cout << line << "\t" << join(t.decode_output(out)) << std::endl;
+    check_stdout();
   });
-  return 0;
+  return skipped_inputs(skipped);
 }
 
 // ---------------------------------------------------------------------------------------
 // mona stream CHECKPOINT [INPUT...] [--split MODE]
+
+// Raw PCM's channel count at most: WAV's own limit is 65535, but mixing so many down to one
+// is no use a stream has, and a count read wrong (a byte swapped) would allocate gigabytes.
+constexpr int kMaxChannels = 1024;
 
 struct StreamArgs {
   std::string checkpoint;
@@ -431,16 +507,20 @@ CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
   auto* cmd = app.add_subcommand("stream", "read inputs (audio models: samples) and print tokens as they are emitted");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
-  cmd->add_option("INPUT", a.inputs, "inputs (none or '-': read lines from stdin)");
+  cmd->add_option("INPUT", a.inputs,
+                  "inputs (none or '-': read lines from stdin; symbol models take a line once it is whole, "
+                  "then feed its symbols one at a time)");
   cmd->add_option("--audio", a.audio,
                   "audio models: an audio file (WAV, FLAC, OGG), or '-' for PCM on stdin (WAV, or raw s16le "
                   "at --rate and --channels)");
   a.audio_only.push_back(
-      cmd->add_option("--rate", a.rate, "raw PCM on stdin: sample rate in Hz")->check(mona::tools::integer_in(1)));
+      cmd->add_option("--rate", a.rate, "raw PCM on stdin: sample rate in Hz")
+          ->check(mona::tools::integer_in(1, std::numeric_limits<int>::max())));
   a.audio_only.push_back(cmd->add_option("--channels", a.channels, "raw PCM on stdin: interleaved channels")
-                             ->check(mona::tools::integer_in(1)));
-  a.audio_only.push_back(cmd->add_option("--chunk-ms", a.chunk_ms, "audio: milliseconds of audio per accept_waveform call")
-                             ->check(CLI::PositiveNumber));
+                             ->check(mona::tools::integer_in(1, kMaxChannels)));
+  a.audio_only.push_back(cmd->add_option("--chunk-ms", a.chunk_ms,
+                                         "audio: milliseconds of audio per accept_waveform call, at most one minute")
+                             ->check(mona::tools::number_in(0, 60000)));
   a.audio_only.push_back(cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")
                              ->check(CLI::IsMember({"auto", "wav", "raw"})));
   a.audio_only.push_back(cmd->add_flag(
@@ -582,6 +662,7 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
   rec.input_finished(*s);
   while (rec.is_ready(*s)) rec.decode(*s);
   busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  largest_held = std::max(largest_held, s->memory_held());  // the frames the end of input flushed
   show(true);
   const double audio_seconds = static_cast<double>(received) / source.sample_rate();
   double mean = 0, worst = 0;
@@ -615,10 +696,14 @@ int run_stream(const StreamArgs& a) {
                         ", not audio (", o->get_name(), " is an option of audio streams)");
   }
   mona::stream::Recognizer rec(t.model, search_options(t, 0));
+  int64_t skipped = 0;
   for_each_input(a.inputs, [&](const std::string& line) {
     std::vector<std::string> tokens;
     std::vector<int64_t> ids;
-    if (!encode_line(t, line, a.split, tokens, ids)) return;
+    if (!encode_line(t, line, a.split, tokens, ids)) {
+      ++skipped;
+      return;
+    }
     std::cout << line << "\n";
     size_t shown = 0;
     auto show = [&](int64_t read, bool finished, const mona::stream::StreamResult& so_far) {
@@ -636,8 +721,9 @@ int run_stream(const StreamArgs& a) {
     };
     const auto r = mona::stream::recognize_incrementally(rec, torch::tensor(ids, torch::kLong), show);
     std::cout << "  = " << join(t.decode_output(r.result.tokens)) << std::endl;
+    check_stdout();
   });
-  return 0;
+  return skipped_inputs(skipped);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -677,6 +763,7 @@ int run_transcribe(const TranscribeArgs& a) {
     } else {
       std::cout << file << "\t" << join(words) << std::endl;
     }
+    check_stdout();
   }
   return 0;
 }
@@ -716,12 +803,19 @@ int run_plot(const PlotArgs& a) {
       mona::detail::fail("INPUT \"", line, "\": ", unknown_input.size() == 1 ? "a symbol" : "symbols",
                          " outside the model's input vocabulary: ", quoted_list(unknown_input));
     }
+    const auto markers = markers_in(tokens);
+    if (!markers.empty()) mona::detail::fail("INPUT \"", line, "\": markers the model places itself: ", quoted_list(markers));
   }
   std::vector<std::string> ref = mona::data::tokenize(a.reference);
   const auto unknown = t.output_vocab.unknown_symbols(ref);
   if (!unknown.empty()) {
     mona::detail::fail("--reference \"", a.reference, "\": ", unknown.size() == 1 ? "a token" : "tokens",
                        " outside the model's output vocabulary: ", quoted_list(unknown));
+  }
+  const auto ref_markers = markers_in(ref);
+  if (!ref_markers.empty()) {
+    mona::detail::fail("--reference \"", a.reference, "\": markers the model places itself: ", quoted_list(ref_markers),
+                       " (the plot adds </s> after the reference)");
   }
   if (ref.empty()) {
     mona::stream::Recognizer rec(t.model, search_options(t, 0));
@@ -763,7 +857,7 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
       }
     }
     std::cerr << "mona: error: " << what << " (see mona --help)\n";
-    return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
+    return 2;  // a usage error, as for most Unix tools (CLI11's own codes are its internals)
   }
   return std::nullopt;
 }
@@ -802,11 +896,14 @@ int main(int argc, char** argv) {
     const unsigned cores = std::thread::hardware_concurrency();
     const int64_t eval_threads = threads > 0 ? threads : (cores == 1 ? 1 : 2);
     mona::nn::set_threads(threads > 0 ? threads : 1);
-    if (*eval_cmd) return run_eval(eval, eval_threads);
-    if (*decode_cmd) return run_decode(decode);
-    if (*stream_cmd) return run_stream(stream);
-    if (*transcribe_cmd) return run_transcribe(transcribe);
-    if (*plot_cmd) return run_plot(plot);
+    int code = 0;
+    if (*eval_cmd) code = run_eval(eval, eval_threads);
+    if (*decode_cmd) code = run_decode(decode);
+    if (*stream_cmd) code = run_stream(stream);
+    if (*transcribe_cmd) code = run_transcribe(transcribe);
+    if (*plot_cmd) code = run_plot(plot);
+    check_stdout();
+    return code;
   } catch (const c10::Error& e) {
     std::cerr << "mona: error: " << first_line(e.what_without_backtrace()) << "\n";
     return 1;

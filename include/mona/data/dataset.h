@@ -10,7 +10,7 @@
 //   a b o a r d<TAB>AH0 B AO1 R D
 //
 // Blank lines (empty or whitespace only) are skipped; a trailing '\r' (CRLF files) is
-// dropped. Every other line must have exactly one TAB and at least one token on each side,
+// dropped, and so is a UTF-8 byte-order mark at the start of the file. Every other line must have exactly one TAB and at least one token on each side,
 // none of them one of the reserved symbols <pad>, <s>, </s>, <unk> (mona/data/tokens.h: a
 // vocabulary maps them to its special ids, so they could not be learnt as tokens);
 // anything else is refused with mona::DataError naming file, 1-based line and the problem:

@@ -32,10 +32,11 @@
 namespace mona::io {
 
 /// Parses the YAML file at `path`. An empty file gives a Null node. Throws mona::Error
-/// naming the file (unreadable) or file:line:column (syntax error).
+/// naming the file (unreadable), file:line:column (syntax error) or file:line (a key given
+/// twice in one map, which yaml-cpp would resolve to the first silently).
 YAML::Node load_yaml(const std::string& path);
 
-/// Parses YAML text; `source_name` stands for the file in error messages.
+/// Parses YAML text as load_yaml does; `source_name` stands for the file in error messages.
 YAML::Node parse_yaml(const std::string& text, const std::string& source_name);
 
 /// Applies one "a.b.c=value" override to `root` in place (see the file comment). A Null

@@ -31,7 +31,8 @@
 // differs with both values, before anything is written; it then drops the records of
 // train.jsonl past the checkpoint's step (rewritten atomically), so each step is logged
 // once however often the run was killed and resumed. A stop request (RunOptions::stop,
-// mona's SIGINT/SIGTERM) is honoured between steps: `last.ckpt` is saved at the step reached
+// mona's SIGINT/SIGTERM) is honoured between steps and between the inputs of a dev
+// evaluation (which then ends unrecorded): `last.ckpt` is saved at the step reached
 // (atomically, as always) and run() returns with TrainResult::stopped set.
 //
 // Data: symbol sequences (TSV, mona/data/dataset.h), or for audio models (input_kind
@@ -121,6 +122,8 @@ struct EvalResult {
   /// subset of the inputs without decoding them again (mona eval: by voice group).
   std::vector<Scored> scored;
   int64_t inputs = 0;
+  /// EvalProgress::stop ended the evaluation early: `inputs` is less than asked for.
+  bool stopped = false;
   /// Inputs decoded at once (evaluate()'s `threads`, at most the number of inputs).
   int64_t threads = 1;
   /// Wall-clock time of the whole evaluation (the throughput: inputs_per_second).
@@ -147,6 +150,10 @@ struct EvalProgress {
   std::ostream* out = nullptr;
   bool is_tty = false;         ///< a bar redrawn in place; otherwise plain lines
   std::string label = "eval";  ///< printed before the count
+  /// Polled before each input (a training run's RunOptions::stop): when it holds a non-zero
+  /// value, evaluate() takes no further input and returns what it decoded, with
+  /// EvalResult::stopped set. Null: runs to the end.
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 /// Decodes every input of `sets` (or `limit` of them, evenly spaced, 0 = all) and scores it against its
