@@ -765,6 +765,8 @@ void check_run_request(const Config& c, const RunOptions& options) {
                 "\" models are not trained by mona's trainer (its data are symbol TSV files or audio "
                 "manifests, not feature frames); use \"symbols\" or \"audio\"");
   detail::check(!c.data.train.empty(), "data.train: a training TSV file is required");
+  detail::check(!fs::exists(c.train.output_dir) || fs::is_directory(c.train.output_dir), "train.output_dir ",
+                c.train.output_dir, " exists and is not a directory");
   if (options.resume) {
     detail::check_data(fs::exists(c.train.output_dir + "/last.ckpt"), "--resume: no checkpoint to resume from at ",
                        c.train.output_dir + "/last.ckpt");

@@ -152,6 +152,20 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(decoded(r.output), wav_stdin) << "a WAV on stdin against the same file given as --audio FILE";
   EXPECT_NE(r.output.find(d / "dev.tsv.0.wav"), std::string::npos) << r.output;
+  // No samples at all, or a WAV header cut short inside its fmt chunk: errors, not a transcript.
+  { std::ofstream(d / "empty.raw"); }
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "empty.raw"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: stdin: no audio samples to stream"), std::string::npos) << r.output;
+  {
+    std::ifstream wav(d / "dev.tsv.0.wav", std::ios::binary);
+    std::string head(30, '\0');
+    wav.read(&head[0], 30);
+    std::ofstream(d / "cut.wav", std::ios::binary) << head;
+  }
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "cut.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: stdin: WAV header ends inside its fmt chunk"), std::string::npos) << r.output;
 
   // decode reads symbols: an audio model is refused, naming the checkpoint and the way to go.
   r = run_cli("decode " + ckpt + " " + (d / "dev.tsv.0.wav"));

@@ -143,10 +143,11 @@ void strip_byte_order_mark(std::string& line) {
 // Reads input lines: the positional arguments, or stdin for none or "-".
 template <class F>
 void for_each_input(const std::vector<std::string>& args, F&& f) {
-  auto handle = [&](const std::string& raw, int64_t line_no) {
+  // `where`: "line 3" of stdin, or "argument 3".
+  auto handle = [&](const std::string& raw, const std::string& where) {
     const std::string line = trim(raw);
     if (line.empty()) {
-      std::cerr << "mona: skipping empty input (line " << line_no << ")\n";
+      std::cerr << "mona: skipping empty input (" << where << ")\n";
       return;
     }
     f(line);
@@ -156,14 +157,14 @@ void for_each_input(const std::vector<std::string>& args, F&& f) {
     int64_t n = 0;
     while (std::getline(std::cin, line)) {
       if (n == 0) strip_byte_order_mark(line);
-      handle(line, ++n);
+      handle(line, "line " + std::to_string(++n));
     }
     // std::cin reads through C stdio (synchronised): a read error (a closed descriptor, a
     // directory) is no end of input.
     if (std::ferror(stdin)) throw mona::DataError(std::string("standard input: read failed: ") + std::strerror(errno));
   } else {
     int64_t n = 0;
-    for (const auto& a : args) handle(a, ++n);
+    for (const auto& a : args) handle(a, "argument " + std::to_string(++n));
   }
 }
 
@@ -412,10 +413,10 @@ int run_eval(const EvalArgs& a, int64_t threads) {
     if (t.takes_audio()) std::printf("real-time factor %.4f per stream (%.1f s for %.1f s of audio, features included)\n",
                                      r.real_time_factor(), r.decode_seconds, r.audio_seconds);
     if (greedy_online && r.latency.sequences > 0) {
-      std::printf("latency: average proportion %.3f  average lagging %.2f inputs  %.1f%% of tokens "
+      std::printf("latency: average proportion %.3f  average lagging %.2f %s  %.1f%% of tokens "
                   "emitted before the end of input\n",
                   r.latency.average_proportion(), r.latency.average_lagging(),
-                  100 * r.latency.early_token_share());
+                  t.takes_audio() ? "feature frames" : "inputs", 100 * r.latency.early_token_share());
     }
     if (!times_path.empty()) {
       std::printf("emission delay after the word's end (%s): mean %.0f ms, 90th percentile %.0f ms over %zu "
@@ -565,6 +566,7 @@ class AudioSource {
         rate_ = static_cast<int>(read_u32());
         skip(6);
         const uint16_t bits = read_u16();
+        mona::detail::check_data(std::cin.good(), "stdin: WAV header ends inside its fmt chunk");
         mona::detail::check_data(format == 1 && bits == 16 && channels_ > 0 && rate_ > 0,
                                  "stdin: WAV: only 16-bit PCM is read from a pipe (format ", format, ", ", bits,
                                  " bits); convert it, or give it as a file with --audio FILE");
@@ -587,6 +589,7 @@ class AudioSource {
     }
     std::vector<int16_t> raw(n * static_cast<size_t>(channels_));
     std::cin.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size() * 2));
+    if (std::ferror(stdin)) throw mona::DataError(std::string("stdin: read failed: ") + std::strerror(errno));
     const size_t frames = static_cast<size_t>(std::cin.gcount()) / (2 * static_cast<size_t>(channels_));
     std::vector<float> out(frames);
     for (size_t f = 0; f < frames; ++f) {
@@ -658,6 +661,7 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
     largest_held = std::max(largest_held, s->memory_held());
     show(false);
   }
+  mona::detail::check_data(received > 0, source.name(), ": no audio samples to stream");
   const auto t0 = std::chrono::steady_clock::now();
   rec.input_finished(*s);
   while (rec.is_ready(*s)) rec.decode(*s);
