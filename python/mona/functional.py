@@ -120,7 +120,7 @@ def mocha_chunkwise(alpha: Tensor, u: Tensor, w: int, in_lens: Optional[Tensor] 
         mona.ArgumentError (ValueError): shapes or dtypes differ; w < 1; bad lengths;
             non-finite values.
     """
-    return _call(_ops.mocha_chunkwise, alpha, u, w, in_lens, out_lens)
+    return _call(_ops.mocha_chunkwise, alpha, u, _integer("mona.mocha_chunkwise", "w", w), in_lens, out_lens)
 
 
 def matcha_chunkwise(alpha_prev: Tensor, p_choose: Tensor, u: Tensor,
@@ -156,7 +156,8 @@ def masked_softmax(e: Tensor, in_lens: Optional[Tensor] = None,
         weights ``[B, U, T]``; padded rows and entries are 0. Differentiable in ``e``.
 
     Raises:
-        mona.ArgumentError (ValueError): wrong rank, dtype or device; bad lengths.
+        mona.ArgumentError (ValueError): wrong rank, dtype or device; bad lengths; a
+            non-finite energy in the valid region (mask with the lengths, not with -inf).
     """
     return _call(_ops.masked_softmax, e, in_lens, out_lens)
 
@@ -263,6 +264,7 @@ def monotonic_attention_step(energy: Tensor, alpha_prev: Tensor, values: Tensor,
         mona.ArgumentError (ValueError): shapes, dtypes, a chunk energy given or missing
         against ``rule``, w < 1, an unknown rule; p outside [0, 1] (a NaN energy).
     """
+    w = _integer("mona.monotonic_attention_step", "w", w)
     return MonotonicStep(*_call(_ops.monotonic_attention_step, energy, noise, noise_std, alpha_prev,
                                 chunk_energy, values, rule, w, in_lens))
 
@@ -361,8 +363,10 @@ def cb_log_prob(logits: Tensor, b: Tensor, in_lens: Optional[Tensor] = None) -> 
 def cb_log_table(logits: Tensor, k: Tensor, in_lens: Optional[Tensor] = None) -> Tensor:
     """The CB suffix table ``Q[b, t, j] = log P(sum_{s >= t} B_s = j)`` (004 eq. 7 normalised).
 
-    Returns ``[B, T + 1, K + 1]`` (K = max k); infeasible entries are -inf, padding 0.
-    Differentiable in logits. Raises mona.ArgumentError as :func:`poisson_binomial_log_prob`.
+    Returns ``[B, T + 1, K + 1]`` (K = max k); infeasible entries are -inf. Entries outside
+    row b's table (t > T_b, or j > k[b]) hold 0, which is no log-probability there: read
+    only ``[b, :T_b + 1, :k[b] + 1]``. Differentiable in logits. Raises mona.ArgumentError as
+    :func:`poisson_binomial_log_prob`.
     """
     return _call(_ops.cb_log_table, logits, k, in_lens)
 
@@ -377,13 +381,15 @@ def cb_marginals(logits: Tensor, k: Tensor, in_lens: Optional[Tensor] = None) ->
 
 def cb_idb_step_log_probs(logits: Tensor, b: Tensor, in_lens: Optional[Tensor] = None) -> Tensor:
     """IDB step log-probabilities ``log P(b_t | highs still to place)`` ``[B, T]`` of a given
-    sample b (004 eqs. 10-11); they sum to ``log P(b | k)``. Differentiable in logits."""
+    sample b (004 eqs. 10-11); they sum to ``log P(b | k)``. Differentiable in logits.
+    Raises mona.ArgumentError as :func:`cb_log_prob` (b of 0/1 values, the shape of logits)."""
     return _call(_ops.cb_idb_step_log_probs, logits, b, in_lens)
 
 
 def cb_bb_step_log_probs(logits: Tensor, b: Tensor, in_lens: Optional[Tensor] = None) -> Tensor:
     """BB step log-probabilities ``log P(t_r | t_{r-1})`` ``[B, K]`` of the highs of b in
-    increasing order (004 eqs. 12-13); they sum to ``log P(b | k)``. Differentiable in logits."""
+    increasing order (004 eqs. 12-13); they sum to ``log P(b | k)``. Differentiable in logits.
+    Raises mona.ArgumentError as :func:`cb_log_prob` (b of 0/1 values, the shape of logits)."""
     return _call(_ops.cb_bb_step_log_probs, logits, b, in_lens)
 
 
@@ -391,7 +397,9 @@ def cb_db_step_log_probs(logits: Tensor, order: Tensor, k: Tensor,
                          in_lens: Optional[Tensor] = None) -> Tensor:
     """DB step log-probabilities ``log P(t_j | A_{j-1})`` ``[B, K]`` of the draft order
     ``order`` ``[B, K]`` int64 (004 eq. 8); they sum to ``log P(set | k) - log k!``.
-    Differentiable in logits."""
+    Differentiable in logits. Raises mona.ArgumentError as :func:`poisson_binomial_log_prob`,
+    and for an ``order`` that is not int64 or whose first k[b] entries of row b are not
+    distinct positions below T_b."""
     return _call(_ops.cb_db_step_log_probs, logits, order, k, in_lens)
 
 

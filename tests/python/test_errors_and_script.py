@@ -53,6 +53,11 @@ from conftest import random_p
      "mona.cb_sample: seed: expected an integer, got 1.5"),
     (lambda: mona.Recognizer("unused.ckpt", beam=2.5),
      "mona.Recognizer: beam: expected an integer, got 2.5"),
+    (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), torch.rand(1, 2, 3), 2.5),
+     "mona.mocha_chunkwise: w: expected an integer, got 2.5"),
+    (lambda: F.monotonic_attention_step(torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3, 2),
+                                        torch.rand(1, 3), "fixed", 2.5),
+     "mona.monotonic_attention_step: w: expected an integer, got 2.5"),
 ])
 def test_argument_errors_are_value_errors_with_monas_message(call, message):
     with pytest.raises(mona.ArgumentError) as info:
