@@ -2,6 +2,7 @@
 #include "mona/io/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -261,6 +262,22 @@ void write_checkpoint_atomic(const std::string& path, const std::string& payload
 
 std::string read_checkpoint(const std::string& path) {
   return unpack_checkpoint(read_file(path), path);
+}
+
+DirectoryLock::DirectoryLock(const std::string& path, const std::string& what) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) detail::fail_data(path, ": cannot open the directory to lock it: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK) detail::fail_data(path, ": locked: ", what);
+    detail::fail_data(path, ": cannot lock the directory: ", std::strerror(err));
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 }  // namespace mona::io

@@ -1313,11 +1313,26 @@ TrainResult TrainingRun::result() const {
 Trainer::Trainer(Config config) : config_(std::move(config)) { config_.validate(); }
 
 TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) {
-  check_run_request(config_, options);
-  TrainingRun session(config_, options, progress_out);
-  session.resume_if_asked();
-  session.prepare_output_dir();
-  return session.train();
+  // One run at a time in an output directory: without the lock, two runs started together
+  // both pass check_run_request's look for an existing run and write over each other. A
+  // directory made here for the lock is removed again when the run is refused before it
+  // wrote anything there (a bad request, init_from, unreadable data).
+  const std::string& dir = config_.train.output_dir;
+  const bool made = !dir.empty() && !fs::exists(dir) && fs::create_directories(dir);
+  std::optional<io::DirectoryLock> lock;
+  try {
+    if (!dir.empty() && fs::is_directory(dir)) lock.emplace(dir, "another mona train is running there");
+    check_run_request(config_, options);
+    TrainingRun session(config_, options, progress_out);
+    session.resume_if_asked();
+    session.prepare_output_dir();
+    return session.train();
+  } catch (...) {
+    lock.reset();
+    std::error_code ignored;
+    if (made && fs::is_empty(dir, ignored)) fs::remove(dir, ignored);
+    throw;
+  }
 }
 
 }  // namespace mona::train

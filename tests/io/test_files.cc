@@ -222,3 +222,17 @@ TEST(Checkpoint, CorruptFileIsRefusedAndLeftAlone) {
   EXPECT_THROW(mona::io::read_checkpoint(path), std::runtime_error);
   EXPECT_EQ(mona::test::read_raw(path), bytes);
 }
+
+TEST(Files, DirectoryLockIsExclusiveAndReleasedWithItsHolder) {
+  TempDir dir;
+  {
+    mona::io::DirectoryLock held(dir.path(), "test: held");
+    // A second holder (another open file description, as another process has) is refused.
+    EXPECT_ERROR_CONTAINS(mona::io::DirectoryLock(dir.path(), "another mona train is running there"),
+                          dir.path() + ": locked: another mona train is running there");
+  }
+  mona::io::DirectoryLock again(dir.path(), "released with its holder");
+  EXPECT_EQ(dir.entries(), Names{});  // no lock file left behind
+  EXPECT_ERROR_CONTAINS(mona::io::DirectoryLock(dir.file("none"), "x"), dir.file("none"),
+                        "cannot open the directory to lock it");
+}

@@ -653,5 +653,29 @@ TEST(Trainer, AStopDuringTheDevEvaluationEndsItAndTheRun) {
   }
 }
 
+// Two runs into one output directory at once: the second is refused while the first holds
+// the directory (both used to pass the look for an existing run and write over each other),
+// and a run refused for its request leaves no directory it made behind.
+TEST(Trainer, OneRunAtATimeInAnOutputDirectory) {
+  TempDir d;
+  write_letter_task(d / "train.tsv", 100, 3);
+  write_letter_task(d / "dev.tsv", 14, 4);
+  const train::Config c = tiny_config(d, 2);
+  fs::create_directories(c.train.output_dir);
+  {
+    io::DirectoryLock running(c.train.output_dir, "a run in progress (this test)");
+    std::ostringstream sink;
+    EXPECT_ERROR_CONTAINS(train::Trainer(c).run({}, sink), c.train.output_dir,
+                          "locked: another mona train is running there");
+    EXPECT_TRUE(fs::is_empty(c.train.output_dir));
+  }
+  std::ostringstream sink;
+  EXPECT_EQ(train::Trainer(c).run({}, sink).steps, 2);
+  train::Config elsewhere = c;
+  elsewhere.train.output_dir = d / "fresh";
+  EXPECT_ERROR_CONTAINS(train::Trainer(elsewhere).run(resume_run(), sink), "no checkpoint to resume from");
+  EXPECT_FALSE(fs::exists(d / "fresh"));
+}
+
 }  // namespace
 }  // namespace mona::test

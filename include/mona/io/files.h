@@ -70,4 +70,22 @@ void write_checkpoint_atomic(const std::string& path, const std::string& payload
 /// unpack_checkpoint(read_file(path), path).
 std::string read_checkpoint(const std::string& path);
 
+/// An exclusive lock on the directory `path` (flock(2) on the directory itself: advisory,
+/// released when this object is destroyed or the process ends, however it ends; no lock
+/// file is left behind), for work that must not run twice at once in one directory (two
+/// `mona train` runs into one train.output_dir would both pass the check for an existing
+/// run and write over each other's log and checkpoints). Throws mona::DataError naming
+/// `path` when it is not a directory that can be opened, or when another holder has it
+/// locked (`what` says what the lock is for, e.g. "another mona train is running there").
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& path, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace mona::io

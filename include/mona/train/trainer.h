@@ -24,7 +24,9 @@
 // (PartitionedAdam, mona/train/optimizer.h). With the same seed and thread count a run is
 // deterministic, and a run resumed from `last.ckpt` continues exactly as if uninterrupted.
 //
-// Output directory: a fresh run refuses a train.output_dir that already holds a run
+// Output directory: a run holds a lock on train.output_dir while it runs
+// (io::DirectoryLock; a second run there is refused). A fresh run refuses a
+// train.output_dir that already holds a run
 // (last.ckpt, best.ckpt or train.jsonl), changing nothing, unless told to resume it or to
 // overwrite it (RunOptions). A resumed run first checks that the configuration's model
 // options (every `model` key) equal the checkpoint's and refuses, naming each key that
