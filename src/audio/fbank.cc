@@ -370,6 +370,10 @@ void OnlineFbank::accept_waveform(const float* samples, size_t n) {
              m.received, " samples accepted); call reset() to start a new signal");
   if (n == 0) return;
   MONA_CHECK(samples != nullptr, "OnlineFbank::accept_waveform: samples is null with n = ", n);
+  // A NaN or infinity (a broken decoder, a float file) would make every frame it reaches NaN.
+  const float* bad = std::find_if(samples, samples + n, [](float x) { return !std::isfinite(x); });
+  MONA_CHECK(bad == samples + n, "OnlineFbank::accept_waveform: samples[", bad - samples, "] = ", *bad,
+             " (sample ", m.received + (bad - samples), " of the signal): expected finite samples");
   m.held.insert(m.held.end(), samples, samples + n);
   m.received += static_cast<int64_t>(n);
   m.compute_available();

@@ -5,6 +5,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace mona::stream {
 
 Recognizer::Recognizer(std::shared_ptr<nn::Seq2Seq> model, nn::SearchOptions search)
@@ -43,6 +46,9 @@ void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int 
   MONA_CHECK(s.input_rate_ == 0 || s.input_rate_ == sample_rate, fn, ": sample_rate: this stream's samples came at ",
              s.input_rate_, " Hz, now ", sample_rate, " Hz; use one rate per stream");
   MONA_CHECK(n == 0 || samples != nullptr, fn, ": samples: null pointer for ", n, " samples");
+  // Checked here too, before resampling, so that the index is the caller's.
+  const float* bad = std::find_if(samples, samples + n, [](float x) { return !std::isfinite(x); });
+  MONA_CHECK(bad == samples + n, fn, ": samples[", bad - samples, "] = ", *bad, ": expected finite samples in [-1, 1]");
   const audio::FbankOptions& features = model_->options().features;
   if (s.input_rate_ == 0) {
     s.input_rate_ = sample_rate;

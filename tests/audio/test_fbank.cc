@@ -109,6 +109,13 @@ TEST(OnlineFbank, ResetStartsAgain) {
   const Features first = f.take_frames();
   EXPECT_ERROR_CONTAINS(f.accept_waveform(x.data(), 1), "after input_finished");
   f.reset();
+  // A sample that is no number would make every frame whose window holds it NaN.
+  std::vector<float> broken(x.begin(), x.begin() + 400);
+  broken[250] = INFINITY;
+  f.accept_waveform(broken.data(), 200);
+  EXPECT_ERROR_CONTAINS(f.accept_waveform(broken.data() + 200, 200),
+                        "OnlineFbank::accept_waveform: samples[50] = inf (sample 250 of the signal)");
+  f.reset();
   EXPECT_EQ(f.num_frames_ready(), 0);
   f.accept_waveform(x.data(), x.size());
   f.input_finished();

@@ -351,6 +351,12 @@ TEST(AudioStream, ErrorsNameTheArgument) {
   expect_error([&] { rec.accept_waveform(*s, x, 0); }, "sample_rate: expected > 0 Hz, got 0");
   rec.accept_waveform(*s, x, 16000);
   expect_error([&] { rec.accept_waveform(*s, x, 8000); }, "this stream's samples came at 16000 Hz, now 8000 Hz");
+  // A NaN sample used to be accepted and make every frame it reached NaN; named by the
+  // caller's index, before any resampling.
+  std::vector<float> broken = x;
+  broken[37] = std::nanf("");
+  expect_error([&] { rec.accept_waveform(*s, broken, 16000); },
+               "Recognizer::accept_waveform: samples[37] = nan: expected finite samples in [-1, 1]");
   rec.input_finished(*s);
   expect_error([&] { rec.accept_waveform(*s, x, 16000); }, "input_finished() was already called");
   auto symbols = std::make_shared<nn::Seq2Seq>(tiny_monotonic_options("mocha"));

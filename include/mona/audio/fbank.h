@@ -149,6 +149,8 @@ class OnlineFbank {
   OnlineFbank& operator=(const OnlineFbank&) = delete;
 
   /// Appends `n` samples (at options().sample_rate) and computes the frames they complete.
+  /// Throws mona::ArgumentError after input_finished(), for null samples, and for a sample
+  /// that is NaN or infinite (naming its index).
   void accept_waveform(const float* samples, size_t n);
   /// The signal has ended: computes the remaining frames. Further accept_waveform calls
   /// are an ArgumentError until reset().
