@@ -88,6 +88,12 @@ double read_double(torch::serialize::InputArchive& a, const char* key) {
   a.read(key, v);
   return v.toDouble();
 }
+// A key that checkpoints of earlier versions lack (the log's window, the minutes): `absent`
+// for those.
+c10::IValue read_or(torch::serialize::InputArchive& a, const char* key, c10::IValue absent) {
+  c10::IValue v;
+  return a.try_read(key, v) ? v : absent;
+}
 
 at::Generator global_generator() { return at::globalContext().defaultGenerator(at::kCPU); }
 
@@ -202,6 +208,10 @@ void CheckpointIO::save(const std::string& path, const TrainedModel& t, const Pa
   archive.write("meta/position", c10::IValue(run.position));
   archive.write("meta/best_ter", c10::IValue(run.best_ter));
   archive.write("meta/bad_evals", c10::IValue(run.bad_evals));
+  archive.write("meta/window_loss", c10::IValue(run.window_loss));
+  archive.write("meta/window_ctc", c10::IValue(run.window_ctc));
+  archive.write("meta/window_steps", c10::IValue(run.window_steps));
+  archive.write("meta/minutes", c10::IValue(run.minutes));
   torch::serialize::OutputArchive model_archive;
   t.model->save(model_archive);
   archive.write("model", model_archive);
@@ -260,6 +270,10 @@ RunState CheckpointIO::load_into(const std::string& path, TrainedModel& t, Parti
     run.position = read_int(archive, "meta/position");
     run.best_ter = read_double(archive, "meta/best_ter");
     run.bad_evals = read_int(archive, "meta/bad_evals");
+    run.window_loss = read_or(archive, "meta/window_loss", 0.0).toDouble();
+    run.window_ctc = read_or(archive, "meta/window_ctc", 0.0).toDouble();
+    run.window_steps = read_or(archive, "meta/window_steps", int64_t{0}).toInt();
+    run.minutes = read_or(archive, "meta/minutes", 0.0).toDouble();
     detail::check_data(data::Vocabulary::from_text(read_string(archive, "meta/input_vocab"), path) == t.input_vocab &&
                       data::Vocabulary::from_text(read_string(archive, "meta/output_vocab"), path) == t.output_vocab,
                   "checkpoint ", path, ": its vocabularies differ from this run's training data");
@@ -817,6 +831,15 @@ class TrainingRun {
   double minutes() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() / 60.0;
   }
+  // The run's minutes over all its processes (the log's "minutes"): what the resumed
+  // checkpoint had trained, then this process.
+  double run_minutes() const { return minutes_before_ + minutes(); }
+  // Saves a checkpoint of the run as it stands (the optimizer's state with `with_optimizer`:
+  // last.ckpt).
+  void save(const std::string& path, bool with_optimizer) {
+    run_.minutes = run_minutes();
+    CheckpointIO::save(path, t_, with_optimizer ? adam_.get() : nullptr, run_);
+  }
   // The batch to train on next (a new epoch's batches when the current epoch is done).
   const std::vector<size_t>& next_batch();
   // Audio: reads every training utterance, computes its log-mel frames once (held in
@@ -905,10 +928,11 @@ class TrainingRun {
   std::optional<io::Progress> progress_;
   std::vector<std::vector<size_t>> batches_;
   bool early_stopped_ = false;
-  // Since the last "train" record: summed loss, steps, target tokens, and when it was.
-  double loss_sum_ = 0, ctc_sum_ = 0;
-  int64_t loss_n_ = 0, tokens_since_ = 0;
+  // Since the last "train" record (or this process's start): target tokens, and when it was
+  // (the rate is this process's; the loss window is run_'s, which checkpoints keep).
+  int64_t tokens_since_ = 0;
   std::chrono::steady_clock::time_point last_record_ = start_;
+  double minutes_before_ = 0;  // run_.minutes of the resumed checkpoint
 };
 
 // shard_batch's fixed_rows for train_step: a recurrent step's fixed cost (operator dispatch)
@@ -1031,7 +1055,9 @@ void TrainingRun::read_audio_features(const std::vector<data::Example>& examples
 }
 
 void TrainingRun::resume_if_asked() {
-  if (options_.resume) run_ = CheckpointIO::load_into(last_path_, t_, adam_.get());
+  if (!options_.resume) return;
+  run_ = CheckpointIO::load_into(last_path_, t_, adam_.get());
+  minutes_before_ = run_.minutes;
 }
 
 void TrainingRun::prepare_output_dir() {
@@ -1213,22 +1239,23 @@ void TrainingRun::train_step() {
 }
 
 void TrainingRun::record_step(const PassResult& step) {
-  loss_sum_ += step.loss;
-  ctc_sum_ += step.ctc;
-  ++loss_n_;
+  run_.window_loss += step.loss;
+  run_.window_ctc += step.ctc;
+  ++run_.window_steps;
   tokens_since_ += step.tokens;
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_record_).count();
   const double tokens_per_second = dt > 0 ? tokens_since_ / dt : 0;
   progress_->update(t_.step, step.loss, tokens_per_second);
   if (t_.step % c_.train.log_every != 0) return;
-  nlohmann::json record = {{"event", "train"}, {"step", t_.step}, {"loss", loss_sum_ / loss_n_},
+  const auto steps = static_cast<double>(run_.window_steps);
+  nlohmann::json record = {{"event", "train"}, {"step", t_.step}, {"loss", run_.window_loss / steps},
                            {"learning_rate", learning_rate(c_.train.optimizer, t_.step)},
-                           {"tokens_per_second", tokens_per_second}, {"minutes", minutes()}};
-  if (t_.model->ctc_output) record["ctc"] = ctc_sum_ / loss_n_;
+                           {"tokens_per_second", tokens_per_second}, {"minutes", run_minutes()}};
+  if (t_.model->ctc_output) record["ctc"] = run_.window_ctc / steps;
   log_->write(record);
-  loss_sum_ = 0;
-  ctc_sum_ = 0;
-  loss_n_ = 0;
+  run_.window_loss = 0;
+  run_.window_ctc = 0;
+  run_.window_steps = 0;
   tokens_since_ = 0;
   last_record_ = std::chrono::steady_clock::now();
 }
@@ -1241,8 +1268,8 @@ void TrainingRun::maybe_write_plots() {
 
 void TrainingRun::evaluate_and_checkpoint() {
   // last.ckpt first: an evaluation that fails never loses the steps trained since the last one.
-  CheckpointIO::save(last_path_, t_, adam_.get(), run_);
-  nlohmann::json rec{{"event", "eval"}, {"step", t_.step}, {"minutes", minutes()}};
+  save(last_path_, true);
+  nlohmann::json rec{{"event", "eval"}, {"step", t_.step}, {"minutes", run_minutes()}};
   if (!dev_sets_.empty()) {
     nn::SearchOptions greedy = c_.decode;
     greedy.beam = 0;
@@ -1267,16 +1294,16 @@ void TrainingRun::evaluate_and_checkpoint() {
     if (ter < run_.best_ter) {
       run_.best_ter = ter;
       run_.bad_evals = 0;
-      CheckpointIO::save(best_path_, t_, nullptr, run_);
+      save(best_path_, false);
       rec["best"] = true;
     } else {
       ++run_.bad_evals;
     }
     // Again, with the evaluation's outcome (the best score, the evaluations without
     // improvement), which a resumed run continues from.
-    CheckpointIO::save(last_path_, t_, adam_.get(), run_);
+    save(last_path_, true);
   } else {
-    CheckpointIO::save(best_path_, t_, nullptr, run_);
+    save(best_path_, false);
   }
   log_->write(rec);
   t_.model->train();
@@ -1290,8 +1317,8 @@ TrainResult TrainingRun::finish() {
 }
 
 TrainResult TrainingRun::finish_stopped(int stop_value) {
-  CheckpointIO::save(last_path_, t_, adam_.get(), run_);
-  log_->write({{"event", "stopped"}, {"step", t_.step}, {"minutes", minutes()}});
+  save(last_path_, true);
+  log_->write({{"event", "stopped"}, {"step", t_.step}, {"minutes", run_minutes()}});
   TrainResult r = result();
   r.stopped = stop_value;
   return r;

@@ -4,6 +4,7 @@
 #include "mona/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 #include <streambuf>
@@ -93,6 +95,42 @@ TEST(Trainer, ResumedRunEqualsUninterruptedRun) {
   EXPECT_TRUE(fs::exists(b / "run/train.jsonl"));
   EXPECT_TRUE(fs::exists(b / "run/best.ckpt"));
   EXPECT_FALSE(fs::is_empty(b / "run/plots"));
+}
+
+// The log too: a run interrupted between two records (step 22 of log_every 5) and resumed
+// writes the records an uninterrupted one writes (the loss window is in the checkpoint; it
+// used to restart, and the first record after resuming averaged 3 steps instead of 5), and
+// its minutes go on from the checkpoint's instead of restarting at 0.
+TEST(Trainer, ResumedRunWritesTheLogOfAnUninterruptedOne) {
+  TempDir a, b;
+  for (auto* d : {&a, &b}) {
+    write_letter_task(*d / "train.tsv", 200, 1);
+    write_letter_task(*d / "dev.tsv", 20, 2);
+  }
+  std::ostringstream sink;
+  train::Trainer(tiny_config(a, 30)).run({}, sink);
+  train::Trainer(tiny_config(b, 22)).run({}, sink);
+  train::Trainer(tiny_config(b, 30)).run(resume_run(), sink);
+  // step -> (loss, minutes) of the "train" records
+  auto records = [](const std::string& path) {
+    std::map<int64_t, std::pair<double, double>> out;
+    std::ifstream log(path);
+    std::string line;
+    while (std::getline(log, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("event") == "train") out[j.at("step").get<int64_t>()] = {j.at("loss"), j.at("minutes")};
+    }
+    return out;
+  };
+  const auto ra = records(a / "run/train.jsonl"), rb = records(b / "run/train.jsonl");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 6u);
+  for (const auto& [step, lm] : ra) {
+    ASSERT_EQ(rb.count(step), 1u) << step;
+    // Bit for bit, as the parameters are (ResumedRunEqualsUninterruptedRun).
+    EXPECT_EQ(rb.at(step).first, lm.first) << "loss at step " << step;
+  }
+  EXPECT_GE(rb.at(25).second, rb.at(20).second) << "the minutes went back at the resumption";
 }
 
 // train.threads = 2 trains two shards of each batch in parallel (TrainingRun::train_step):

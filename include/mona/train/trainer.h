@@ -280,6 +280,14 @@ struct RunState {
   int64_t epoch = 0, position = 0;  ///< next batch: epoch and batch index within it
   double best_ter = kNoDevScore;    ///< best dev token error rate so far
   int64_t bad_evals = 0;            ///< dev evaluations since the last improvement
+  /// The log's window since its last "train" record: the summed loss and CTC term and the
+  /// steps they came from (train.jsonl's "loss" averages them), so that a resumed run
+  /// writes the records an uninterrupted one writes.
+  double window_loss = 0, window_ctc = 0;
+  int64_t window_steps = 0;
+  /// Minutes the run has trained, over all its processes up to the checkpoint: the log's
+  /// "minutes" go on from there after a resumption (train.max_minutes is a budget per process).
+  double minutes = 0;
   /// Whether a dev evaluation has set best_ter.
   bool has_dev_score() const { return best_ter < kNoDevScore; }
 };
