@@ -186,43 +186,44 @@ PYBIND11_MODULE(_C, m) {
            py::keep_alive<0, 1>())
       .def("accept", [](const PyRecognizer& r, Stream& s, const at::Tensor& inputs) {
              r.recognizer->accept(s, inputs);
-           }, release())
+           }, py::arg("stream"), py::arg("inputs"), release())
       .def("accept_waveform",
            [](const PyRecognizer& r, Stream& s, const at::Tensor& samples, int sample_rate) {
              const at::Tensor x = mona::python::waveform(samples);
              r.recognizer->accept_waveform(s, x.data_ptr<float>(), static_cast<size_t>(x.numel()),
                                            sample_rate);
-           }, release())
+           }, py::arg("stream"), py::arg("samples"), py::arg("sample_rate"), release())
       .def("recognize_waveform",
            [](const PyRecognizer& r, const at::Tensor& samples, int sample_rate) {
              const at::Tensor x = mona::python::waveform(samples);
              const float* v = x.data_ptr<float>();
              return r.recognizer->recognize_waveform(std::vector<float>(v, v + x.numel()),
                                                      sample_rate);
-           }, release())
+           }, py::arg("samples"), py::arg("sample_rate"), release())
       .def("decode_streams", [](const PyRecognizer& r, const std::vector<Stream*>& streams) {
              r.recognizer->decode_streams(streams);
-           }, release())
+           }, py::arg("streams"), release())
       .def_property_readonly("takes_audio", [](const PyRecognizer& r) {
              return r.recognizer->takes_audio();
            })
       .def("encode_input", [](const PyRecognizer& r, const std::vector<std::string>& tokens) {
              return r.trained.encode_input(tokens);
-           })
+           }, py::arg("symbols"))
       .def("decode_output", [](const PyRecognizer& r, const std::vector<int64_t>& ids) {
              return r.trained.decode_output(ids);
-           })
+           }, py::arg("ids"))
       .def("input_finished", [](const PyRecognizer& r, Stream& s) { r.recognizer->input_finished(s); },
-           release())
+           py::arg("stream"), release())
       .def("is_ready", [](const PyRecognizer& r, const Stream& s) { return r.recognizer->is_ready(s); },
+           py::arg("stream"), release())
+      .def("decode", [](const PyRecognizer& r, Stream& s) { r.recognizer->decode(s); }, py::arg("stream"),
            release())
-      .def("decode", [](const PyRecognizer& r, Stream& s) { r.recognizer->decode(s); }, release())
       .def("result", [](const PyRecognizer& r, const Stream& s) { return r.recognizer->result(s); },
-           release())
-      .def("reset", [](const PyRecognizer& r, Stream& s) { r.recognizer->reset(s); }, release())
+           py::arg("stream"), release())
+      .def("reset", [](const PyRecognizer& r, Stream& s) { r.recognizer->reset(s); }, py::arg("stream"), release())
       .def("recognize", [](const PyRecognizer& r, const at::Tensor& inputs) {
              return r.recognizer->recognize(inputs);
-           }, release())
+           }, py::arg("inputs"), release())
       .def_property_readonly("step", [](const PyRecognizer& r) { return r.trained.step; })
       .def_property_readonly("beam", [](const PyRecognizer& r) { return r.search.beam; })
       .def_property_readonly("input_symbols", [](const PyRecognizer& r) {
