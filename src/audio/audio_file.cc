@@ -4,11 +4,13 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "mona/audio/resample.h"
 #include "mona/core/error.h"
 #include "mona/io/files.h"
 
@@ -119,6 +121,9 @@ Waveform read_audio(const std::string& path, int sample_rate) {
              " (for ", path, ")");
   Waveform w = read_audio(path);
   if (w.sample_rate != sample_rate) {
+    detail::check_data(static_cast<int64_t>(sample_rate) <= StreamResampler::kMaxUpsampling * w.sample_rate,
+                       "read_audio: ", path, ": recorded at ", w.sample_rate, " Hz, which cannot be resampled to ",
+                       sample_rate, " Hz (at most ", StreamResampler::kMaxUpsampling, " times the rate)");
     w.samples = resample(w.samples, w.sample_rate, sample_rate);
     w.sample_rate = sample_rate;
   }
@@ -199,6 +204,10 @@ sf_count_t memory_tell(void* user) { return static_cast<MemoryFile*>(user)->posi
 
 void write_wav(const std::string& path, const std::vector<float>& samples, int sample_rate) {
   detail::check(sample_rate > 0, "write_wav ", path, ": sample_rate: expected > 0 Hz, got ", sample_rate);
+  // Clipping takes care of values beyond full scale; a NaN would be written as -1.
+  const auto bad = std::find_if(samples.begin(), samples.end(), [](float x) { return std::isnan(x); });
+  detail::check(bad == samples.end(), "write_wav ", path, ": samples[", bad - samples.begin(),
+                "] = nan: expected a number");
   SF_VIRTUAL_IO io{memory_length, memory_seek, memory_read, memory_write, memory_tell};
   MemoryFile file;
   SF_INFO info{};

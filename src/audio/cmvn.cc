@@ -21,6 +21,14 @@ void GlobalCmvn::accumulate(const Features& f) {
   MONA_CHECK(f.num_bins == num_bins_, "GlobalCmvn::accumulate: features have ", f.num_bins,
              " bins, the statistics ", num_bins_);
   const size_t nb = static_cast<size_t>(num_bins_);
+  // Checked before anything is added: a NaN would give its bin a NaN mean (and finalize()'s
+  // variance, clamped at 0, would hide it), and from() refuses such statistics.
+  const auto bad = std::find_if(f.data.begin(), f.data.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != f.data.end()) {
+    const auto k = static_cast<int64_t>(bad - f.data.begin());
+    mona::detail::fail("GlobalCmvn::accumulate: features: frame ", k / f.num_bins, ", bin ", k % f.num_bins, " = ",
+                       *bad, ": expected finite values");
+  }
   if (shift_.empty()) {
     shift_.assign(f.data.begin(), f.data.begin() + static_cast<std::ptrdiff_t>(nb));
     sum_.assign(nb, 0.0);

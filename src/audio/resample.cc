@@ -40,6 +40,11 @@ StreamResampler::StreamResampler(int from_rate, int to_rate)
     : from_rate_(from_rate), to_rate_(to_rate), impl_(std::make_unique<Impl>()) {
   MONA_CHECK(from_rate > 0, "StreamResampler: from_rate: expected > 0 Hz, got ", from_rate);
   MONA_CHECK(to_rate > 0, "StreamResampler: to_rate: expected > 0 Hz, got ", to_rate);
+  // Each block's output buffer is kBlock * to_rate / from_rate samples: 1 Hz to 1 MHz
+  // asked for 4 GB and ran for minutes.
+  MONA_CHECK(static_cast<int64_t>(to_rate) <= kMaxUpsampling * static_cast<int64_t>(from_rate),
+             "StreamResampler: ", from_rate, " Hz to ", to_rate, " Hz: expected at most ", kMaxUpsampling,
+             " times the rate (no audio needs more)");
   impl_->soxr = make_soxr(from_rate, to_rate);
   impl_->block.reserve(kBlock);
 }

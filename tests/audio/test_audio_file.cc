@@ -6,6 +6,7 @@
 #include <sndfile.h>
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 
 #include "mona/audio/audio_file.h"
@@ -97,6 +98,23 @@ TEST(ReadAudio, ResamplesOnRequest) {
   const Waveform same = read_audio(dir / "a.wav", 8000);
   EXPECT_EQ(same.samples, read_audio(dir / "a.wav").samples);
   EXPECT_ERROR_CONTAINS(read_audio(dir / "a.wav", 0), "sample_rate", "0");
+  // A rate no audio is resampled from is the file's fault: a DataError naming it.
+  write_file(dir / "slow.wav", tone(100, 1, 10), 1, 10, SF_FORMAT_WAV | SF_FORMAT_PCM_16);
+  EXPECT_ERROR_CONTAINS(read_audio(dir / "slow.wav", 16000), dir / "slow.wav", "recorded at 10 Hz");
+  EXPECT_THROW(read_audio(dir / "slow.wav", 16000), DataError);
+}
+
+TEST(WriteWav, NanIsRefusedAndFullScaleIsClipped) {
+  TempDir dir;
+  // NaN used to be written as -1.
+  EXPECT_ERROR_CONTAINS(write_wav(dir / "n.wav", {0.5f, NAN}, 16000), dir / "n.wav", "samples[1] = nan");
+  EXPECT_FALSE(std::ifstream(dir / "n.wav").good());
+  write_wav(dir / "c.wav", {0.5f, -2.0f, 2.0f}, 16000);
+  const Waveform w = read_audio(dir / "c.wav");
+  ASSERT_EQ(w.samples.size(), 3u);
+  EXPECT_EQ(w.samples[0], 0.5f);  // 16384 / 32768
+  EXPECT_EQ(w.samples[1], -1.0f);
+  EXPECT_NEAR(w.samples[2], 1.0f, 1.0 / 32768);
 }
 
 TEST(ReadAudio, ShortFileGivesZeroFrames) {

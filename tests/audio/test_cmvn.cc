@@ -110,6 +110,12 @@ TEST(GlobalCmvn, FromAndErrors) {
   Features broken = three;
   broken.data.pop_back();
   EXPECT_ERROR_CONTAINS(fresh.accumulate(broken), "data holds 2");
+  // A NaN used to give its bin a NaN mean and the floor's 1 / min_std (finalize clamps the
+  // NaN variance at 0), statistics from() refuses; refused, adding nothing.
+  Features nan_frame = three;
+  nan_frame.data[2] = NAN;
+  EXPECT_ERROR_CONTAINS(fresh.accumulate(nan_frame), "frame 0, bin 2 = nan: expected finite values");
+  EXPECT_EQ(fresh.frames_seen(), 1);
 }
 
 }  // namespace

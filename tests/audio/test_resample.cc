@@ -112,6 +112,9 @@ TEST(StreamResampler, ResetAndErrors) {
   StreamResampler s(8000, 16000);
   EXPECT_ERROR_CONTAINS(s.accept(nullptr, 5), "null");
   EXPECT_EQ(resample(x, 8000, 8000), x);
+  // 1 Hz to 1 MHz sized a 4 GB buffer per block and ran for minutes.
+  EXPECT_ERROR_CONTAINS(resample(std::vector<float>(10, 0.1f), 1, 1000000), "1 Hz to 1000000 Hz",
+                        "at most 256 times the rate");
   EXPECT_TRUE(resample({}, 8000, 16000).empty());
 }
 

@@ -7,7 +7,8 @@
 // read is refused in one place with one kind of message.
 //
 // Samples: float, mono, in [-1, 1] full scale (a 16-bit sample s becomes s / 32768, which
-// is libsndfile's own integer-to-float convention). Channels are mixed down by their mean.
+// is libsndfile's own integer-to-float convention); a floating-point file's values are
+// returned as stored, and may lie beyond 1. Channels are mixed down by their mean.
 // sample_rate is in Hz (samples per second).
 //
 // Errors:
@@ -63,8 +64,8 @@ Waveform read_pcm_s16le(const std::string& path, int sample_rate, int channels);
 /// Writes `samples` (mono, [-1, 1], clipped beyond) as a 16-bit PCM WAV file at
 /// `sample_rate` Hz, encoded by libsndfile and written atomically (mona/io/files.h: a
 /// temporary file renamed into place), so an interrupted write leaves no broken file.
-/// Throws mona::ArgumentError for sample_rate <= 0, mona::DataError naming `path` when it
-/// cannot be written.
+/// Throws mona::ArgumentError for sample_rate <= 0 or a NaN sample, mona::DataError naming
+/// `path` when it cannot be written.
 void write_wav(const std::string& path, const std::vector<float>& samples, int sample_rate);
 
 }  // namespace mona::audio

@@ -28,7 +28,9 @@ namespace mona::audio {
 
 class GlobalCmvn {
  public:
-  /// Adds every frame of `f` to the statistics (the first call fixes num_bins()).
+  /// Adds every frame of `f` to the statistics (the first call fixes num_bins()). Throws
+  /// mona::ArgumentError, adding nothing, for data of the wrong size, a bin count other than
+  /// num_bins(), or a NaN or infinite value (naming its frame and bin).
   void accumulate(const Features& f);
   /// Computes mean() and inv_std() from the frames accumulated so far; min_std floors the
   /// standard deviation (a constant bin is scaled by 1 / min_std, not divided by zero).

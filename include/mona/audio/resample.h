@@ -14,13 +14,15 @@
 // Latency: accept() returns what libsoxr has ready; its filter holds back up to a few
 // hundred samples, which finish() flushes.
 //
-// Errors: mona::ArgumentError for a rate <= 0 or a null pointer with n > 0;
+// Errors: mona::ArgumentError for a rate <= 0, a to_rate above
+// StreamResampler::kMaxUpsampling times from_rate, or a null pointer with n > 0;
 // mona::DataError if libsoxr itself fails (its message is included).
 // Threads: one StreamResampler per thread (it holds state); resample() may be called from
 // any thread.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -35,6 +37,8 @@ class StreamResampler {
  public:
   /// Number of input samples handed to libsoxr per call (internal block size).
   static constexpr size_t kBlock = 1024;
+  /// to_rate / from_rate at most (8 kHz to 48 kHz is 6).
+  static constexpr int64_t kMaxUpsampling = 256;
 
   StreamResampler(int from_rate, int to_rate);
   ~StreamResampler();

@@ -11,7 +11,9 @@
 //   F[0, 0] = 0,  F[0, k] = -inf (k > 0)
 //   F[t+1, k] = logaddexp(log(1 - p_t) + F[t, k],  log p_t + F[t, k-1])       k = 0 .. t+1
 //
-// This is 004 eq. 7's recursion R(k, S u {t}) = R(k, S) + w_t R(k-1, S) divided by
+// This is the recursion of 004 eq. 7's subset sum R (the paper defines R there; the
+// recursion follows from splitting its subsets by whether they hold t),
+// R(k, S u {t}) = R(k, S) + w_t R(k-1, S), divided by
 // prod_{s in S u {t}} (1 + w_s): the normalised table log P(K_S = k) = log R(k, S) -
 // sum_{s in S} log(1 + w_s) never grows with T (it is <= 0), whereas log R itself does. Both
 // terms of every logaddexp are probabilities of disjoint events, so the recursion has no
