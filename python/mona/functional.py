@@ -42,6 +42,16 @@ def _call(op, *args):
         raise
     except ValueError as e:
         raise ArgumentError(str(e)) from None
+    except RuntimeError:
+        # None for a required tensor fails in the dispatcher ("tensor does not have a
+        # device", naming nothing): named here, from the operator's schema, on the error
+        # path only.
+        schema = op.default._schema
+        for argument, value in zip(schema.arguments, args):
+            if value is None and argument.type.kind() == "TensorType":
+                raise ArgumentError(f"mona.{schema.name.split('::')[-1]}: {argument.name}: expected a tensor, "
+                                    "got None") from None
+        raise
 
 
 def _integer(fn: str, name: str, value) -> int:

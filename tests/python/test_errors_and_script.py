@@ -53,6 +53,9 @@ from conftest import random_p
      "mona.cb_sample: seed: expected an integer, got 1.5"),
     (lambda: mona.Recognizer("unused.ckpt", beam=2.5),
      "mona.Recognizer: beam: expected an integer, got 2.5"),
+    # None for a required tensor: named (the dispatcher said "tensor does not have a device")
+    (lambda: F.monotonic_alignment(None), "mona.monotonic_alignment: p_choose: expected a tensor, got None"),
+    (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), None, 2), "mona.mocha_chunkwise: u: expected a tensor, got None"),
     (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), torch.rand(1, 2, 3), 2.5),
      "mona.mocha_chunkwise: w: expected an integer, got 2.5"),
     (lambda: F.monotonic_attention_step(torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3, 2),
