@@ -30,8 +30,10 @@ using nn::ModelOptions;
 // near-zero sequence error with hard online decoding (untrained: ~100/100). Measured over
 // the default, Haswell, Zen, Sandybridge, SkylakeX and Nehalem OpenBLAS kernels, both core
 // kernel targets and 1 or 2 threads (64 runs): every run 0-9/100, the better of two 0-5.
-// The thresholds (30, 8) are outcomes no rounding difference has come near; a real
-// regression (no learning, or decoding broken) gives tens of errors in every run.
+// On an Intel Xeon with AVX-512 (2026-11-28, OpenBLAS's SkylakeX kernels) MAtChA ended at
+// 10 and 11/100 from the two seeds, the code unchanged, so the better of two may reach 10.
+// The thresholds (30, 15) leave room for such runs; a real regression (no learning, or
+// decoding broken) gives tens of errors in every run.
 TEST(Recognizer, EveryMechanismLearnsATinyMonotonicTask) {
   for (const std::string mech : {"soft", "monotonic", "mocha", "matcha"}) {
     int best = 1 << 30;
@@ -54,7 +56,7 @@ TEST(Recognizer, EveryMechanismLearnsATinyMonotonicTask) {
       EXPECT_LE(errors, 30) << mech << " seed " << seed;
       best = std::min(best, errors);
     }
-    EXPECT_LE(best, 8) << mech;
+    EXPECT_LE(best, 15) << mech;
   }
 }
 
