@@ -47,6 +47,15 @@ configs=("$@")
 if [[ ${#configs[@]} -eq 0 ]]; then
   for f in "$configs_dir"/*.yaml; do configs+=("$(basename "$f" .yaml)"); done
 fi
+# A configuration name that is not there is a usage error before the corpus is made (which
+# takes minutes), not a string of missing-file errors after it.
+for name in "${configs[@]}"; do
+  if [[ ! -f "$configs_dir/$name.yaml" ]]; then
+    echo "run.sh: no configuration '$name' ($configs_dir/$name.yaml); there are:" \
+      $(for f in "$configs_dir"/*.yaml; do basename "$f" .yaml; done) >&2
+    exit 2
+  fi
+done
 first=() then=()
 for name in "${configs[@]}"; do
   if grep -q '^ *init_from:' "$configs_dir/$name.yaml"; then then+=("$name"); else first+=("$name"); fi

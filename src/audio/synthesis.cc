@@ -135,12 +135,8 @@ std::vector<Voice> festival_voices() {
 }
 
 void check_word(const std::string& w) {
-  detail::check(!w.empty() && std::all_of(w.begin(), w.end(),
-                                          [](char c) {
-                                            return std::isalnum(static_cast<unsigned char>(c)) || c == '\'' ||
-                                                   c == '-';
-                                          }),
-                "synthesize_words: word '", w, "' has characters other than letters, digits, ' and -");
+  detail::check(is_synthesizable_word(w), "synthesize_words: word '", w,
+                "' has characters other than letters, digits, ' and -");
 }
 
 std::string number(double x) {
@@ -439,6 +435,12 @@ Utterance render_utterance(const UtterancePlan& plan, const UtteranceOptions& op
   u.audio.samples.resize(x.size());
   for (size_t k = 0; k < x.size(); ++k) u.audio.samples[k] = static_cast<float>(u.gain * (x[k] + noise[k]));
   return u;
+}
+
+bool is_synthesizable_word(const std::string& word) {
+  return !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '\'' || c == '-';
+  });
 }
 
 }  // namespace mona::audio

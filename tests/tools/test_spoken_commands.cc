@@ -127,13 +127,15 @@ TEST(SpokenCommands, BadArgumentsAreOneLineUsageErrors) {
   const struct {
     std::string args, expected;
   } cases[] = {
-      {"--train -5", "mona-make-spoken-commands: error: --train: expected an integer >= 0, got -5"},
-      {"--dev 1.5", "--dev: expected an integer >= 0, got 1.5"},
+      {"--train -5", "mona-make-spoken-commands: error: --train: expected an integer in [0, 10000000], got -5"},
+      {"--dev 1.5", "--dev: expected an integer in [0, 10000000], got 1.5"},
       {"--test-lengths 3,0", "--test-lengths: expected an integer >= 1, got 0"},
       {"--train-words 0,3", "--train-words: expected an integer >= 1, got 0"},
       {"--train-words 5,3", "mona-make-spoken-commands: error: --train-words: expected MIN <= MAX, got 5,3"},
       {"--long-seconds 0", "--long-seconds: expected a finite number > 0, got 0"},
       {"--threads 0", "--threads: expected an integer in [1, 256], got 0"},
+      {"--seed -1", "--seed: expected an integer >= 0, got -1"},
+      {"--train 100000000000", "--train: expected an integer in [0, 10000000], got 100000000000"},
       {"--bogus", "mona-make-spoken-commands: error: "},
   };
   for (const auto& c : cases) {
@@ -150,6 +152,42 @@ TEST(SpokenCommands, BadArgumentsAreOneLineUsageErrors) {
   EXPECT_NE(r.output.find("mona-make-spoken-commands: error: --words and --out-dir are required"), std::string::npos)
       << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+// The word list is checked where it stands, before anything is made: a word the
+// synthesizers are not given as it is, or one listed twice, is refused with file:line. The
+// real recordings with a word outside the list are named and left out.
+TEST(SpokenCommands, TheWordListIsCheckedWhereItStandsAndTheRealRecordingsKeepToIt) {
+  TempDir d;
+  const auto corpus = [&](const std::string& words, const std::string& more) {
+    io::write_file_atomic(d / "words.txt", words);
+    return run_program(std::string(MONA_MAKE_SPOKEN_COMMANDS) + " --words " + (d / "words.txt") + " --out-dir " +
+                       (d / "out") + " --dev 0 --test 0 --long 0 " + more);
+  };
+  auto r = corpus("yes no\nstop o'clock,\n", "--train 1");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("words.txt:2: word 'o'clock,' has characters other than letters, digits, ' and -"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(d / "out"));
+  r = corpus("yes no\n\nstop yes\n", "--train 1");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("words.txt:3: word 'yes' is listed twice (first on line 1)"), std::string::npos)
+      << r.output;
+  // goforward's words only: the five `cards` recordings are left out, each named.
+  r = corpus("go forward ten meters yes no\n", "--train 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto real = rows(d / "out/real.tsv");
+  ASSERT_EQ(real.size(), 1u) << r.output;
+  EXPECT_EQ(real[0][1], "go forward ten meters");
+  EXPECT_NE(r.output.find("left out /usr/share/pocketsphinx/test/data/cards/001.wav: 'of', 'clubs' not in "),
+            std::string::npos)
+      << r.output;
+  // No recording left: real.tsv is not written, and the one before is removed.
+  r = corpus("yes no\n", "--train 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("real       skipped: no recording has only words of"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "out/real.tsv"));
 }
 
 TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {

@@ -16,7 +16,8 @@
 //   <set>.stamp      the options the set was made with: a set whose stamp matches and whose
 //                    manifest exists is kept as it is (the cache), any other is made afresh
 // and voices.tsv (every voice: id, speaker, split) and real.tsv (pocketsphinx-testdata's
-// `cards` WAVs and goforward.raw converted to real-goforward.wav), when those files exist.
+// `cards` WAVs and goforward.raw converted to real-goforward.wav), when those files exist,
+// the recordings with a word outside --words left out and named.
 // Sets: train from the train speakers, dev from the dev speakers (both min..max words of
 // --train-words), test-<n> of exactly n words and test-long of at least --long-seconds,
 // from the test speakers. Each utterance is a function of (--seed, set, index) and the
@@ -26,6 +27,7 @@
 // one line on stderr: "mona-make-spoken-commands: error: ...".
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -67,10 +69,26 @@ struct Args {
   bool no_noise = false, list_voices = false;
 };
 
+// The vocabulary, each word checked where it stands (file:line), before any set is made:
+// a word the synthesizers are not given as it is, or a word listed twice (it would be drawn
+// twice as often), is refused.
 std::vector<std::string> read_words(const std::string& path) {
   std::istringstream in(mona::io::read_file(path));
   std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
+  std::map<std::string, int> first_line;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    std::istringstream f(line);
+    for (std::string w; f >> w;) {
+      mona::detail::check_data(mona::audio::is_synthesizable_word(w), path, ":", n, ": word '", w,
+                               "' has characters other than letters, digits, ' and -");
+      const auto [at, fresh] = first_line.emplace(w, n);
+      mona::detail::check_data(fresh, path, ":", n, ": word '", w, "' is listed twice (first on line ",
+                               at->second, ")");
+      words.push_back(w);
+    }
+  }
   mona::detail::check_data(!words.empty(), path, ": no words");
   return words;
 }
@@ -108,7 +126,9 @@ void make_set(const Args& a, const Set& s, const std::vector<mona::audio::Voice>
     std::printf("%-10s cached (%s)\n", s.name.c_str(), manifest.c_str());
     return;
   }
-  fs::remove(stamp_path);
+  // The set is made afresh: its manifests go with the stamp, so that a run stopped while the
+  // WAVs are rewritten leaves no manifest that names them with the old transcripts.
+  for (const char* suffix : {".stamp", ".tsv", ".words.tsv", ".voices.tsv"}) fs::remove(dir / (s.name + suffix));
   fs::create_directories(dir / "wav" / s.name);
   std::vector<std::string> lines(static_cast<size_t>(s.count)), times(lines.size()), speakers(lines.size());
   std::vector<double> seconds(static_cast<size_t>(s.count));
@@ -181,7 +201,9 @@ void make_set(const Args& a, const Set& s, const std::vector<mona::audio::Voice>
 }
 
 // pocketsphinx-testdata's recordings whose words are all in `words`: the five `cards` WAVs
-// (by absolute path) and goforward.raw (16 kHz s16le, written as real-goforward.wav).
+// (by absolute path) and goforward.raw (16 kHz s16le, written as real-goforward.wav). The
+// others are named and left out; with none left, real.tsv is not written (an earlier one is
+// removed).
 void write_real(const Args& a, const std::vector<std::string>& words) {
   const fs::path data = "/usr/share/pocketsphinx/test/data";
   const fs::path transcription = data / "cards" / "cards.transcription";
@@ -208,15 +230,29 @@ void write_real(const Args& a, const std::vector<std::string>& words) {
     mona::audio::write_wav((fs::path(a.out_dir) / "real-goforward.wav").string(), w.samples, w.sample_rate);
     manifest += "real-goforward.wav\tgo forward ten meters\n";
   }
-  std::istringstream check(manifest);
-  for (std::string line; std::getline(check, line);) {
+  std::istringstream all(manifest);
+  std::string kept;
+  for (std::string line; std::getline(all, line);) {
+    const std::string path = line.substr(0, line.find('\t'));
     std::istringstream f(line.substr(line.find('\t') + 1));
-    for (std::string w; f >> w;)
-      mona::detail::check_data(std::find(words.begin(), words.end(), w) != words.end(), "real recording '", line,
-                               "': word '", w, "' is not in ", a.words_file);
+    std::string missing;
+    for (std::string w; f >> w;) {
+      if (std::find(words.begin(), words.end(), w) == words.end()) missing += (missing.empty() ? "'" : ", '") + w + "'";
+    }
+    if (missing.empty()) {
+      kept += line + "\n";
+    } else {
+      std::printf("real       left out %s: %s not in %s\n", path.c_str(), missing.c_str(), a.words_file.c_str());
+    }
   }
-  mona::io::write_file_atomic((fs::path(a.out_dir) / "real.tsv").string(), manifest);
-  std::printf("real       %s (pocketsphinx-testdata: cards, goforward)\n", (fs::path(a.out_dir) / "real.tsv").c_str());
+  const fs::path real = fs::path(a.out_dir) / "real.tsv";
+  if (kept.empty()) {
+    fs::remove(real);
+    std::printf("real       skipped: no recording has only words of %s\n", a.words_file.c_str());
+    return;
+  }
+  mona::io::write_file_atomic(real.string(), kept);
+  std::printf("real       %s (pocketsphinx-testdata: cards, goforward)\n", real.c_str());
 }
 
 }  // namespace
@@ -227,19 +263,23 @@ int main(int argc, char** argv) {
   app.add_option("--words", a.words_file, "the vocabulary: a text file of words (whitespace-separated)")
       ->check(CLI::ExistingFile);
   app.add_option("--out-dir", a.out_dir, "where the manifests and WAVs go (created if missing)");
-  app.add_option("--seed", a.seed, "the seed every utterance is drawn from");
   // Numbers: the validators of mona's programs (tools/cli_validators.h), whose errors read
-  // "--train: expected an integer >= 0, got -5".
+  // "--seed: expected an integer >= 0, got -1".
   using mona::tools::integer_in;
   using mona::tools::number_above;
-  app.add_option("--train", a.train, "training utterances")->check(integer_in(0));
+  app.add_option("--seed", a.seed, "the seed every utterance is drawn from")->check(integer_in(0));
+  // At most kMaxUtterances per set: about 8,000 hours of audio at 3 s each, far beyond
+  // what the synthesizers make in a day; more only ran out of memory for the set's lines.
+  constexpr int64_t kMaxUtterances = 10000000;
+  app.add_option("--train", a.train, "training utterances")->check(integer_in(0, kMaxUtterances));
   app.add_option("--dev", a.dev, "dev utterances (held-out dev speakers, the training lengths)")
-      ->check(integer_in(0));
-  app.add_option("--test", a.test, "utterances per test length (held-out test speakers)")->check(integer_in(0));
+      ->check(integer_in(0, kMaxUtterances));
+  app.add_option("--test", a.test, "utterances per test length (held-out test speakers)")
+      ->check(integer_in(0, kMaxUtterances));
   app.add_option("--test-lengths", a.test_lengths, "the words per utterance of the test sets")
       ->delimiter(',')
       ->check(integer_in(1));
-  app.add_option("--long", a.long_count, "test-long utterances")->check(integer_in(0));
+  app.add_option("--long", a.long_count, "test-long utterances")->check(integer_in(0, kMaxUtterances));
   app.add_option("--long-seconds", a.long_seconds, "the least duration of a test-long utterance")
       ->check(number_above(0, false));
   app.add_option("--train-words", a.train_words, "MIN,MAX words per train and dev utterance")
@@ -274,7 +314,8 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> missing;
     const auto voices = mona::audio::english_voices(&missing);
-    for (const auto& m : missing) std::printf("voices: %s is not installed: no voices from it\n", m.c_str());
+    // On stderr: stdout is the voice table with --list-voices.
+    for (const auto& m : missing) std::fprintf(stderr, "voices: %s is not installed: no voices from it\n", m.c_str());
     std::string table;
     for (const auto& v : voices)
       table += v.id() + "\t" + v.speaker + "\t" + mona::audio::split_name(mona::audio::voice_split(v)) + "\n";

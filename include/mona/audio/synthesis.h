@@ -130,6 +130,11 @@ struct UtterancePlan {
   uint64_t noise_seed = 0;
 };
 
+/// Whether the synthesizers are given `word` as it is: a non-empty word of ASCII letters,
+/// digits, ' and - only (what plan_utterance and synthesize_words accept; the rule keeps
+/// the command lines they build free of shell and synthesizer markup).
+bool is_synthesizable_word(const std::string& word);
+
 /// Draws an utterance: a voice (first the synthesizer, uniformly among those `voices` has,
 /// then a voice of it uniformly), the words (uniformly from `vocabulary`, as many as drawn
 /// uniformly in [min_words, max_words]; with `min_seconds` > 0, words are added until the
