@@ -332,6 +332,27 @@ TEST(SpokenCommands, TrainEvalAndStreamOnTheCorpus) {
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find(first_audio), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("eval "), std::string::npos) << "decoded before refusing: " << r.output;
+  // A listed word that is not the transcript's: the first that differs is named, before
+  // decoding.
+  {
+    std::ifstream in(d / "words.bak");
+    std::string changed, line;
+    std::getline(in, line);  // the first audio file's first word
+    const auto f1 = line.find('\t'), f2 = line.find('\t', f1 + 1);
+    const std::string word = line.substr(f1 + 1, f2 - f1 - 1);
+    changed = line.substr(0, f1 + 1) + "xyzzy" + line.substr(f2) + "\n";
+    for (; std::getline(in, line);) changed += line + "\n";
+    std::ofstream(d / "corpus/test-3.words.tsv") << changed;
+    r = run_program(std::string(MONA_CLI) + " eval " + (d / "run/last.ckpt") + " " + (d / "corpus/test-3.tsv") +
+                    " --beam 0");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("test-3.words.tsv: the words listed for "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(first_audio + " are not its transcript: word 1 is 'xyzzy' where the transcript has '" +
+                            word + "'"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("eval "), std::string::npos) << "decoded before refusing: " << r.output;
+  }
   fs::rename(d / "words.bak", d / "corpus/test-3.words.tsv");
   // A decode setting of the checkpoint overridden for evaluation (003's long-form rule for
   // this p_eos model); a model setting cannot be.

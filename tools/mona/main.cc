@@ -373,6 +373,17 @@ int run_eval(const EvalArgs& a, int64_t threads) {
   for (const auto& set : sets) {
     mona::detail::check_data(times_path.empty() || word_times.count(set.input.at(0)) == 1, times_path,
                              ": no word times for audio file ", set.input.at(0));
+    if (!times_path.empty()) {  // the words listed are the transcript's, in its order
+      const auto& listed = word_times.at(set.input.at(0));
+      const auto& transcript = set.references.at(0);
+      size_t k = 0;
+      while (k < listed.size() && k < transcript.size() && listed[k].word == transcript[k]) ++k;
+      mona::detail::check_data(k == listed.size() && k == transcript.size(), times_path, ": the words listed for ",
+                               set.input.at(0), " are not its transcript: word ", k + 1, " is ",
+                               k < listed.size() ? "'" + listed[k].word + "'" : std::string("missing"),
+                               " where the transcript has ",
+                               k < transcript.size() ? "'" + transcript[k] + "'" : std::string("none"));
+    }
     mona::detail::check_data(voices_path.empty() || groups.count(set.input.at(0)) == 1, voices_path,
                              ": no voice for audio file ", set.input.at(0));
   }
