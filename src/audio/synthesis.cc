@@ -139,6 +139,26 @@ void check_word(const std::string& w) {
                 "' has characters other than letters, digits, ' and -");
 }
 
+// The part of a word's speech x[0, n) where it is heard: from the start of the first 10 ms
+// frame (at `rate` Hz) whose power is within kAudibleBelowPeakDb of the loudest frame's to
+// the end of the last such frame (the last frame may be shorter); [0, n) when n is shorter
+// than a frame.
+std::pair<int64_t, int64_t> audible_part(const float* x, int64_t n, int rate) {
+  const int64_t frame = std::max<int64_t>(1, rate / 100);
+  std::vector<double> power;
+  for (int64_t a = 0; a < n; a += frame) {
+    const int64_t b = std::min(n, a + frame);
+    double p = 0;
+    for (int64_t k = a; k < b; ++k) p += static_cast<double>(x[k]) * x[k];
+    power.push_back(p / static_cast<double>(b - a));
+  }
+  const double floor = *std::max_element(power.begin(), power.end()) * std::pow(10.0, -kAudibleBelowPeakDb / 10);
+  size_t first = 0, last = power.size();
+  while (first < power.size() && power[first] < floor) ++first;
+  while (last > first + 1 && power[last - 1] < floor) --last;
+  return {static_cast<int64_t>(first) * frame, std::min(n, static_cast<int64_t>(last) * frame)};
+}
+
 std::string number(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", x);
@@ -365,6 +385,8 @@ Utterance render_utterance(const UtterancePlan& plan, const UtteranceOptions& op
     detail::check_data(first != s.end(), plan.voice.id(), " synthesized no speech for '", plan.words[i], "'");
     const auto last = std::find_if(s.rbegin(), s.rend(), loud).base();
     const auto length = static_cast<int64_t>(last - first);
+    // Where the word is heard, as an offset [heard_begin, heard_end) into [first, last).
+    const auto [heard_begin, heard_end] = audible_part(&*first, length, sr);
     int64_t lead = 0;
     if (clip - length >= 2 * margin) {
       lead = margin + static_cast<int64_t>(std::floor(plan.offsets[i] * static_cast<double>(clip - length - 2 * margin)));
@@ -377,10 +399,13 @@ Utterance render_utterance(const UtterancePlan& plan, const UtteranceOptions& op
     const int64_t back = std::min<int64_t>(samples(plan.crops[i].second), static_cast<int64_t>(c.size()) - front);
     // The speech's samples [lead, lead + length) of the clip, as kept [front, size - back).
     const auto base = static_cast<int64_t>(x.size()), size = static_cast<int64_t>(c.size());
-    const int64_t start = base + std::max(lead, front) - front;
-    const int64_t end = base + std::min(lead + length, size - back) - front;
+    const auto kept = [&](int64_t from, int64_t to) {  // clip samples [from, to) as kept, in seconds
+      const int64_t a = base + std::max(from, front) - front, b = base + std::min(to, size - back) - front;
+      return std::make_pair(static_cast<double>(a) / sr, static_cast<double>(std::max(a, b)) / sr);
+    };
     x.insert(x.end(), c.begin() + front, c.end() - back);
-    u.word_times.emplace_back(static_cast<double>(start) / sr, static_cast<double>(std::max(start, end)) / sr);
+    u.speech_times.push_back(kept(lead, lead + length));
+    u.word_times.push_back(kept(lead + heard_begin, lead + heard_end));
   }
 
   // Step 3: tempo and pitch by sox (float samples in and out, no dither).
@@ -394,9 +419,11 @@ Utterance render_utterance(const UtterancePlan& plan, const UtteranceOptions& op
     x = read_audio(out).samples;
     fs::remove(in);
     fs::remove(out);
-    for (auto& [a, b] : u.word_times) {
-      a /= plan.tempo;
-      b /= plan.tempo;
+    for (auto* times : {&u.word_times, &u.speech_times}) {
+      for (auto& [a, b] : *times) {
+        a /= plan.tempo;
+        b /= plan.tempo;
+      }
     }
   }
   u.speech = {x, sr};
@@ -415,7 +442,7 @@ Utterance render_utterance(const UtterancePlan& plan, const UtteranceOptions& op
     }
     double speech_power = 0;
     int64_t speech_samples = 0;
-    for (const auto& [a, b] : u.word_times) {
+    for (const auto& [a, b] : u.speech_times) {
       const auto lo = std::min<int64_t>(samples(a), static_cast<int64_t>(x.size()));
       const auto hi = std::min<int64_t>(samples(b), static_cast<int64_t>(x.size()));
       for (int64_t k = lo; k < hi; ++k) speech_power += static_cast<double>(x[static_cast<size_t>(k)]) * x[static_cast<size_t>(k)];

@@ -10,7 +10,7 @@
 //
 // Writes into DIR, per set (train, dev, test-<n> for each test length, test-long):
 //   <set>.tsv        the manifest (mona/data/manifest.h): wav/<set>/<index>.wav<TAB>words
-//   <set>.words.tsv  where each word's speech is: path<TAB>word<TAB>start s<TAB>end s
+//   <set>.words.tsv  where each word is heard (audio::Utterance::word_times): path<TAB>word<TAB>start s<TAB>end s
 //   <set>.voices.tsv who speaks: path<TAB>voice id<TAB>speaker
 //   wav/<set>/       16 kHz 16-bit WAVs
 //   <set>.stamp      the options the set was made with: a set whose stamp matches and whose
@@ -98,9 +98,10 @@ std::string stamp_of(const Args& a, const Set& s, const mona::audio::UtteranceOp
   std::ostringstream st;
   st << "seed " << a.seed << "\ncount " << s.count << "\nwords " << s.min_words << " " << s.max_words << " "
      << s.min_seconds << "\nvoices " << voices << "\n";
-  // Every option of the utterances; "format" changes when the rendering does.
+  // Every option of the utterances; "format" changes when the rendering does (2: word
+  // times where the word is heard, audio::kAudibleBelowPeakDb).
   auto range = [&](const char* k, const std::pair<double, double>& r) { st << k << " " << r.first << " " << r.second << "\n"; };
-  st << "format 1\nsample_rate " << o.sample_rate << "\nclip_seconds " << o.clip_seconds << "\nadd_noise " << o.add_noise
+  st << "format 2\nsample_rate " << o.sample_rate << "\nclip_seconds " << o.clip_seconds << "\nadd_noise " << o.add_noise
      << "\n";
   range("crop_seconds", o.crop_seconds);
   range("rate", o.rate);

@@ -26,14 +26,15 @@
 //   1. each word synthesized alone at the utterance's speaking rate (the synthesizer's own
 //      control: espeak-ng -s, flite duration_stretch, festival Duration_Stretch), resampled
 //      to `sample_rate` with libsoxr;
-//   2. its speech found (samples above kSilenceLevel) and placed at a random offset in a
-//      clip of clip_seconds of digital silence (a word longer than the clip keeps its own
-//      length), then crop_seconds cut from each end (one draw per end);
+//   2. its speech found (from the first to the last sample above kSilenceLevel) and placed
+//      at a random offset in a clip of clip_seconds of digital silence (a word longer than
+//      the clip keeps its own length), then crop_seconds cut from each end (one draw per
+//      end);
 //   3. the clips concatenated; tempo and pitch changed together by one `sox` run (its
 //      `tempo -s` and `pitch` effects, no dither) unless both are neutral;
 //   4. coloured noise (white Gaussian noise through a one-pole low-pass filter of random
 //      pole) added at the drawn SNR, the ratio of the mean power of the speech (the words'
-//      samples) to the mean power of the noise (every sample);
+//      samples found in step 2) to the mean power of the noise (every sample);
 //   5. the drawn gain, reduced where needed so that no sample exceeds kPeak in magnitude.
 // Every random choice comes from one generator seeded with (seed, set, index)
 // (utterance_seed), drawn in plan_utterance, so an utterance is a function of those three
@@ -96,6 +97,12 @@ std::vector<Voice> voices_of(const std::vector<Voice>& voices, VoiceSplit split)
 /// when a word's speech is located (step 2; about -60 dBFS).
 constexpr float kPeak = 0.95f;
 constexpr float kSilenceLevel = 1e-3f;
+/// Where a word is heard (Utterance::word_times): the 10 ms frames of its speech whose
+/// power is at most this many dB below its loudest frame's. flite and festival start and
+/// end a word with pauses at about -60 dBFS, which kSilenceLevel keeps in the speech
+/// (0.1-0.25 s of it); 40 dB below the peak leaves them out and keeps the softest
+/// consonants.
+constexpr double kAudibleBelowPeakDb = 40;
 
 /// The ranges every utterance draws from (uniformly) and what is fixed. A range with equal
 /// ends fixes the value; noise is off when `add_noise` is false.
@@ -149,7 +156,14 @@ struct Utterance {
   Waveform audio;                                     ///< the result (steps 1-5)
   Waveform speech;                                    ///< after step 3: no noise, no gain
   double gain = 1;                                    ///< audio = gain * (speech + noise)
-  std::vector<std::pair<double, double>> word_times;  ///< per word: seconds where its speech starts and ends
+  /// Per word: seconds where it is heard, from the start of its first 10 ms frame within
+  /// kAudibleBelowPeakDb of its loudest to the end of its last (step 2's samples, cropped
+  /// like them; after step 3's tempo).
+  std::vector<std::pair<double, double>> word_times;
+  /// Per word: seconds of the samples step 2 found (first to last above kSilenceLevel), as
+  /// kept after the crops: the speech step 4's SNR is taken over. Each contains the
+  /// word's word_times.
+  std::vector<std::pair<double, double>> speech_times;
 };
 
 /// Synthesizes each of `words` alone (one call of the synthesizer per word; festival takes
