@@ -13,7 +13,8 @@
 #
 # Configurations with train.init_from (fine-tuning) are trained after the others.
 # Environment: BUILD (default build), PROTOCOL (below), CORPUS_ARGS (extra
-# mona-make-spoken-commands flags), TRAIN=0 (use the runs there are, train nothing), EVAL=0
+# mona-make-spoken-commands flags, other than the sizes --train, --dev, --test and --long
+# that the protocol sets: an option given twice is a usage error), TRAIN=0 (use the runs there are, train nothing), EVAL=0
 # (tabulate the results there are).
 #
 # PROTOCOL=table (the default): 6,000 training utterances of 5-9 words (9.4 hours of

@@ -110,8 +110,10 @@ VoiceGroups parse_voice_groups(const std::string& text, const std::string& base_
                        fields.size());
     detail::check_data(!fields[0].empty() && !fields[1].empty() && !fields[2].empty(), where,
                        "empty audio path, voice or speaker");
+    const std::string group = fields[1].substr(0, fields[1].find('/'));
+    detail::check_data(!group.empty(), where, "voice '", fields[1], "': expected <group>/<name> with a group before the '/'");
     const std::string path = resolve(fields[0], base_dir).string();
-    const bool added = groups.emplace(path, fields[1].substr(0, fields[1].find('/'))).second;
+    const bool added = groups.emplace(path, group).second;
     detail::check_data(added, where, "audio file ", fields[0], " is listed twice");
   });
   return groups;

@@ -121,6 +121,8 @@ TEST(VoiceGroups, MalformedLinesAreRefusedNamingFileAndLine) {
   expect_error([&] { parse("a.wav\tflite/rms\trms\nb.wav\tflite/rms\n"); },
                "v.tsv:2: expected 3 TAB-separated fields (audio path, voice, speaker), found 2");
   expect_error([&] { parse("a.wav\t\trms\n"); }, "v.tsv:1: empty audio path, voice or speaker");
+  expect_error([&] { parse("a.wav\t/awb\tawb\n"); },
+               "v.tsv:1: voice '/awb': expected <group>/<name> with a group before the '/'");
   expect_error([&] { parse("a.wav\tflite/rms\trms\nx/../a.wav\tflite/slt\tslt\n"); },
                "v.tsv:2: audio file x/../a.wav is listed twice");
   EXPECT_THROW(parse("a.wav\tflite/rms\n"), DataError);

@@ -36,8 +36,8 @@
 // e.g. `wav/dev/000001.wav<TAB>espeak-ng/en-us+Annie<TAB>Annie`. A voice is
 // "<group>/<name>"; its group (for mona-make-spoken-commands the synthesizer: espeak-ng,
 // flite, festival) is what `mona eval` reports error rates by. A line without 3 fields, with
-// an empty field, or naming an audio file twice is refused with mona::DataError naming
-// file:line.
+// an empty field or an empty group (a voice "/name"), or naming an audio file twice is
+// refused with mona::DataError naming file:line.
 #pragma once
 
 #include <cstdint>
