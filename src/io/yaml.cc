@@ -45,11 +45,23 @@ const char* type_name(const YAML::Node& n) {
 // entries and every lookup finds the first, so a value appended at the end of a file (a
 // second `batch_size:`, a second `train:` block) would be ignored without a word. `path`:
 // the keys above `node`, dotted, for the message.
+// Sets dst[key] = value, but a map value over a map is merged into it key by key (and so
+// on down), so that --set 'train.optimizer={learning_rate: 0.01}' keeps the file's other
+// optimizer keys instead of resetting them to their defaults.
+void assign(YAML::Node dst, const std::string& key, const YAML::Node& value) {
+  YAML::Node existing = dst[key];
+  if (value.IsMap() && existing.IsDefined() && existing.IsMap()) {
+    for (const auto& kv : value) assign(existing, key_text(kv.first), kv.second);
+  } else {
+    dst[key] = value;
+  }
+}
+
 void check_unique_keys(const YAML::Node& node, const std::string& source_name, const std::string& path) {
   if (node.IsMap()) {
     std::map<std::string, int> first_line;
     for (const auto& entry : node) {
-      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : YAML::Dump(entry.first);
+      const std::string key = key_text(entry.first);
       const std::string at = path.empty() ? key : path + "." + key;
       const int line = entry.first.Mark().line + 1;
       const auto [seen, fresh] = first_line.emplace(key, line);
@@ -79,6 +91,8 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source_name) {
     fail_data(source_name, ": YAML error: ", e.what());
   }
 }
+
+std::string key_text(const YAML::Node& key) { return key.IsScalar() ? key.Scalar() : YAML::Dump(key); }
 
 YAML::Node load_yaml(const std::string& path) { return parse_yaml(read_file(path), path); }
 
@@ -139,7 +153,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
       check(cur.IsMap() || cur.IsNull(), "override \"", assignment, "\": \"", walked, "\" is ",
             type_name(cur), ", cannot set \"", key, "\" inside it");
       if (last) {
-        cur[part] = value;
+        assign(cur, part, value);
       } else {
         YAML::Node next;
         next.reset(cur[part]);

@@ -35,6 +35,7 @@ void AttentionOptions::validate(const char* who) const {
               "\"");
   MONA_CHECK(std::isfinite(noise_std) && noise_std >= 0, who,
               ": noise_std must be finite and >= 0, got ", noise_std);
+  MONA_CHECK(std::isfinite(init_r), who, ": init_r must be finite, got ", init_r);
   MONA_CHECK(chunk_size >= 1, who, ": chunk_size w must be >= 1, got ", chunk_size);
   MONA_CHECK(tau > 0 && tau < 1, who, ": tau must lie in (0, 1), got ",
               tau);

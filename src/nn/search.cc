@@ -46,9 +46,10 @@ int64_t best_token(const at::Tensor& log_probs, int64_t skip = -1) { return top_
 void SearchOptions::validate() const {
   MONA_CHECK(beam >= 0, "SearchOptions: beam must be >= 0 (0 = greedy), got ", beam);
   MONA_CHECK(std::isfinite(prune_margin) && prune_margin > 0, "SearchOptions: prune_margin must be finite and > 0, got ", prune_margin);
-  MONA_CHECK(std::isfinite(length_ratio) && length_ratio > 0, "SearchOptions: length_ratio must be > 0, got ",
-              length_ratio);
-  MONA_CHECK(length_bonus >= 0, "SearchOptions: length_bonus must be >= 0, got ", length_bonus);
+  MONA_CHECK(std::isfinite(length_ratio) && length_ratio > 0 && length_ratio <= kMaxLengthRatio,
+             "SearchOptions: length_ratio must lie in (0, ", kMaxLengthRatio, "], got ", length_ratio);
+  MONA_CHECK(length_bonus >= 0 && length_bonus <= kMaxLengthBonus, "SearchOptions: length_bonus must lie in [0, ",
+             kMaxLengthBonus, "], got ", length_bonus);
 }
 
 OnlineSearch::OnlineSearch(SearchOptions options) : options_(options) { options_.validate(); }

@@ -252,7 +252,7 @@ class Reader {
     const YAML::Node& node = nodes_.back();
     if (!node || !node.IsMap()) return;
     for (const auto& kv : node) {
-      const std::string k = kv.first.as<std::string>();
+      const std::string k = io::key_text(kv.first);
       if (known_.back().count(k)) continue;
       std::string allowed;
       for (const auto& a : known_.back()) allowed += (allowed.empty() ? "" : ", ") + a;

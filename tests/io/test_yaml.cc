@@ -92,11 +92,21 @@ TEST(ConfigIo, OverrideValuesAreYaml) {
   ASSERT_TRUE(root["train"]["buckets"].IsSequence());
   EXPECT_EQ(root["train"]["buckets"][2].as<int>(), 40);
   EXPECT_EQ(root["model"]["attention"]["type"].as<std::string>(), "hard");
-  EXPECT_FALSE(root["model"]["attention"]["chunk"].IsDefined());  // map replaced whole
+  // A map over a map is merged key by key: the file's other keys stay (replacing the map
+  // whole reset them to their defaults without a word).
+  EXPECT_TRUE(root["model"]["attention"]["chunk"].IsDefined());
+  EXPECT_EQ(root["model"]["attention"]["chunk"].as<int>(), 4);
+  // ... and so on down; a scalar (null included) over a map replaces it.
+  apply_override(root, "model={attention: {chunk: 8}, extra: 1}");
+  EXPECT_EQ(root["model"]["attention"]["chunk"].as<int>(), 8);
+  EXPECT_EQ(root["model"]["attention"]["type"].as<std::string>(), "hard");
+  EXPECT_EQ(root["model"]["extra"].as<int>(), 1);
   EXPECT_EQ(root["name"].as<std::string>(), "a b=c");
   EXPECT_EQ(root["model"]["layers"][1]["size"].as<int>(), 256);
   EXPECT_EQ(root["model"]["layers"][0]["size"].as<int>(), 128);
   EXPECT_EQ(root["optim"]["eps"].as<double>(), 1e-8);
+  apply_override(root, "optim=null");
+  EXPECT_TRUE(root["optim"].IsNull());
 }
 
 TEST(ConfigIo, MalformedOverridesNameTheAssignment) {

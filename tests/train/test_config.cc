@@ -162,6 +162,12 @@ TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
       {"train.smoothing.uniform=1", "train.smoothing: uniform: expected a value in [0, 1), got 1"},
       {"train.threads=0", "train.threads: expected a number of threads >= 1, got 0"},
       {"decode.prune_margin=-1", "decode: SearchOptions: prune_margin must be finite and > 0, got -1"},
+      // Beyond these bounds ratio * T + bonus overflowed int64: every hypothesis ended at once
+      // (an error rate of 1) or none did.
+      {"decode.length_ratio=1e300", "decode: SearchOptions: length_ratio must lie in (0, 1000], got 1e+300"},
+      {"decode.length_bonus=9223372036854775807",
+       "decode: SearchOptions: length_bonus must lie in [0, 1000000], got 9223372036854775807"},
+      {"model.attention.init_r=.inf", "model.attention: init_r must be finite, got inf"},
       // The sections whose structs check themselves: their messages, naming the section.
       {"model.attention.chunk_size=0", "model.attention: chunk_size w must be >= 1, got 0"},
       {"model.attention.gmm.num_heads=0", "model.attention: gmm.num_heads must be >= 1, got 0"},
@@ -207,6 +213,9 @@ TEST(Config, KeysOfEarlierVersionsAreRefusedNamingTheNewKey) {
   expect_error([] { with("decode.bogus=1"); },
                "unknown key \"decode.bogus\" (known keys of decode: beam, eos_only_after_input, "
                "eos_only_at_last_entry, length_bonus, length_ratio, prune_margin)");
+  // A key that is not a scalar is named as written (yaml-cpp's "bad conversion" named nothing).
+  expect_error([] { train::config_from_yaml(io::parse_yaml("train: {[a, b]: 1}", "cfg.yaml"), "cfg.yaml"); },
+               "unknown key \"train.[a, b]\"");
 }
 
 // The model's values are checked when the configuration is loaded, not when the model is

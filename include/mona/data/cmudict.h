@@ -19,9 +19,9 @@
 //   * "word(N)" (N a positive integer) is an alternative pronunciation of "word": it becomes an
 //     extra reference of the same word, never a word of its own;
 //   * pronunciations: a trailing comment ("# place, danish") is removed, stress digits 0/1/2 are
-//     stripped, and every phoneme must be one of the 39 ARPAbet phonemes, written UPPER-CASE
-//     (AA AE AH AO AW AY B CH D DH EH ER EY F G HH IH IY JH K L M N NG OW OY P R S SH T TH UH UW
-//     V W Y Z ZH);
+//     stripped, phonemes are upper-cased, and every phoneme must then be one of the 39 ARPAbet
+//     phonemes (AA AE AH AO AW AY B CH D DH EH ER EY F G HH IH IY JH K L M N NG OW OY P R S SH T
+//     TH UH UW V W Y Z ZH);
 //   * a pronunciation identical (after stress stripping) to an earlier one of the same word is
 //     dropped as a duplicate.
 // Every entry line that is not kept is counted in ParseReport by reason, with a few examples;

@@ -12,7 +12,8 @@
 //   optim.lr=0.0005            scalar (kept as the text "0.0005"; yaml-cpp converts on as<>)
 //   model.attention.type=gmm   overwrites an existing key
 //   data.extra.flag=true       creates the missing maps "extra" on the way
-//   train.buckets=[10, 20, 40] flow sequence;  x={a: 1} flow map
+//   train.buckets=[10, 20, 40] flow sequence;  x={a: 1} flow map (over a map: merged key by
+//                              key, so x's other keys stay)
 //   layers.1.size=256          a numeric component indexes an existing sequence
 //   name="a b=c"               quoted string; everything after the first '=' is the value
 //
@@ -42,6 +43,9 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source_name);
 /// Applies one "a.b.c=value" override to `root` in place (see the file comment). A Null
 /// root becomes a map. Throws mona::Error naming `assignment` when it is malformed.
 void apply_override(YAML::Node& root, const std::string& assignment);
+
+/// A map key as text: a scalar's value, else the key's YAML (a flow sequence or map).
+std::string key_text(const YAML::Node& key);
 
 /// YAML text of `root` (block style as yaml-cpp emits it), ending with a newline.
 std::string to_yaml_text(const YAML::Node& root);

@@ -48,8 +48,15 @@ struct SearchOptions {
   /// ModelOptions::p_eos, the EOS frame. Implies eos_only_after_input. Off by default.
   /// Online search only.
   bool eos_only_at_last_entry = false;
+  /// Bounds of the length guard: far above any real output (a G2P word or an utterance
+  /// needs a ratio of about 1-2), and low enough that ratio * T + bonus stays an exact
+  /// int64 for any memory a machine can hold (beyond them the limit overflowed, and every
+  /// hypothesis ended at once or never).
+  static constexpr double kMaxLengthRatio = 1000;
+  static constexpr int64_t kMaxLengthBonus = 1000000;
   /// Throws mona::ArgumentError naming the field and its value unless beam >= 0,
-  /// prune_margin and length_ratio are finite and > 0, and length_bonus >= 0.
+  /// prune_margin is finite and > 0, length_ratio lies in (0, kMaxLengthRatio] and
+  /// length_bonus in [0, kMaxLengthBonus].
   void validate() const;
 };
 
