@@ -9,6 +9,8 @@
 # with beam 8 (rank 8, prune margin 3; on an evenly spaced 2000-word subset of the test
 # split, to bound the time), and with greedy decoding over the soft expected alignment
 # (the hard-vs-expected gap); words/s of greedy and beam decoding; training minutes/steps.
+# A configuration whose training or an evaluation failed shows "-" there, and the script
+# then exits with 1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/two-at-a-time.sh"
 BUILD=${BUILD:-build}
@@ -34,6 +36,12 @@ result() {
 }
 eval_one() {
   local name=$1 ckpt="runs/g2p/$1/best.ckpt"
+  # A training that failed may leave an earlier run's checkpoint: that is not scored.
+  if ! grep -q '^trained ' "runs/g2p/$name.train.txt" 2>/dev/null; then
+    rm -f "runs/g2p/$name.greedy.json" "runs/g2p/$name.beam8.json" "runs/g2p/$name.expected.json"
+    echo "run.sh: $name: training failed (runs/g2p/$name.progress.txt says why), not evaluated" >&2
+    return 1
+  fi
   result "runs/g2p/$name.greedy.json" "$ckpt" "$test_tsv" --beam 0
   result "runs/g2p/$name.beam8.json" "$ckpt" "$test_tsv" --beam 8 --limit 2000
   result "runs/g2p/$name.expected.json" "$ckpt" "$test_tsv" --beam 0 --expected
@@ -57,4 +65,13 @@ for name in "${configs[@]}"; do
        function num(x) { return x == "" ? "-" : sprintf("%.0f", x) }
        BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, pct(gp), pct(gw), pct(bp), pct(bw),
                pct(ep), pct(ew), num(gs), num(bs), (st == "" ? "-" : st) }'
+done
+# Exit status 1 when a configuration has a result missing (a failed training or evaluation).
+for name in "${configs[@]}"; do
+  for d in greedy beam8 expected; do
+    if [[ ! -s runs/g2p/$name.$d.json ]]; then
+      echo "run.sh: $name has no $d result (runs/g2p/$name.progress.txt)" >&2
+      exit 1
+    fi
+  done
 done
