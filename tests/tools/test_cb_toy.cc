@@ -110,6 +110,23 @@ TEST(CbToy, QuickRunWritesItsResultsAndExactAscentImprovesHeldOutLikelihood) {
 // A run stopped before its end (here by timeout's SIGTERM) or unable to write its results
 // leaves the results already in the directory as they were: they are written only at the
 // end, all together.
+// An estimator whose parameters diverge (a far too large --lr) is named with the update it
+// diverged at; its figures are n/a, and the run's other estimators and files are kept (the
+// first non-finite logits ended the whole run before, with nothing written).
+TEST(CbToy, ADivergingEstimatorIsNamedAndTheOtherRunsAreKept) {
+  TempDir d;
+  const auto run = mona::test::run_program(std::string(MONA_CB_TOY) + " --quick --lr 1e20 --estimators cb,exact --out " +
+                                           d.path());
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("mona-cb-toy: exact seed 0 diverged at update "), std::string::npos) << run.output;
+  const auto runs = read_csv(fs::path(d.path()) / "runs.csv");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].at("estimator"), "exact");
+  EXPECT_TRUE(std::isnan(num(runs[1], "heldout_logQ"))) << runs[1].at("heldout_logQ");
+  EXPECT_NE(mona::test::read_raw(d / "table.md").find("| exact | eq. 34 | exact (log P(c)) | n/a |"), std::string::npos)
+      << mona::test::read_raw(d / "table.md");
+}
+
 TEST(CbToy, AnInterruptedOrFailingRunLeavesEarlierResultsAsTheyWere) {
   TempDir d;
   mona::test::write_raw(d / "runs.csv", "earlier runs\n");

@@ -236,11 +236,18 @@ RunResult run(const Config& cfg, const Spec& sp, int64_t seed) {
   const Tensor pb_true = torch::sigmoid(P.theta), pc_true = torch::softmax(P.phi, -1);
   auto evaluate = [&](int64_t step) {
     torch::NoGradGuard ng;
-    const Tensor X = theta.unsqueeze(0).expand({cfg.eval_n, cfg.T}).contiguous();
-    const Tensor ll = mn::cb_marginal_log_likelihood(X, log_emit_of(phi, eval), {}, eval.L);
     res.curve.step.push_back(double(step));
     res.curve.mse_bern.push_back(mse(torch::sigmoid(theta), pb_true));
     res.curve.mse_cat.push_back(mse(torch::softmax(phi, -1), pc_true));
+    // An estimator that diverged (non-finite parameters, e.g. at a too large --lr) has no
+    // held-out likelihood: NaN, which the table and plots show as n/a, and the other
+    // estimators' runs are kept (the likelihood refuses non-finite logits).
+    if (!torch::isfinite(theta).all().item<bool>() || !torch::isfinite(phi).all().item<bool>()) {
+      res.curve.heldout.push_back(std::nan(""));
+      return;
+    }
+    const Tensor X = theta.unsqueeze(0).expand({cfg.eval_n, cfg.T}).contiguous();
+    const Tensor ll = mn::cb_marginal_log_likelihood(X, log_emit_of(phi, eval), {}, eval.L);
     res.curve.heldout.push_back(ll.mean().item<double>());
   };
   double reward_sum = 0;
@@ -258,6 +265,11 @@ RunResult run(const Config& cfg, const Spec& sp, int64_t seed) {
     torch::autograd::backward({logE}, {gE_sum});
     (void)m;
     opt.step();
+    if (!torch::isfinite(theta).all().item<bool>() || !torch::isfinite(phi).all().item<bool>()) {
+      std::fprintf(stderr, "mona-cb-toy: %s seed %lld diverged at update %lld (non-finite parameters; lower --lr?)\n",
+                   sp.name.c_str(), static_cast<long long>(seed), static_cast<long long>(u));
+      break;  // its last figures are NaN (n/a); the other runs are kept
+    }
     if (u >= cfg.updates - std::max<int64_t>(1, cfg.updates / 10)) {
       reward_sum += g.reward;
       ++reward_n;
