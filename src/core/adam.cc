@@ -53,20 +53,20 @@ double sum_gradients(T* grad, const T* const* others, int64_t n_others, int64_t 
 }
 
 template <class T>
-void adam_update(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, int64_t n, const AdamCoefficients& c) {
+bool adam_update(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, int64_t n, const AdamCoefficients& c) {
   const char* fn = "adam_update";
   mona::detail::check(n >= 0, fn, ": n must be >= 0, got ", n);
-  if (n == 0) return;
+  if (n == 0) return true;
   detail::check_ptr(param, fn, "param");
   detail::check_ptr(grad, fn, "grad");
   detail::check_ptr(exp_avg, fn, "exp_avg");
   detail::check_ptr(exp_avg_sq, fn, "exp_avg_sq");
-  MONA_TARGET_DISPATCH(adam_update<T>, param, grad, exp_avg, exp_avg_sq, n, c);
+  return MONA_TARGET_DISPATCH(adam_update<T>, param, grad, exp_avg, exp_avg_sq, n, c);
 }
 
 template double sum_gradients<float>(float*, const float* const*, int64_t, int64_t);
 template double sum_gradients<double>(double*, const double* const*, int64_t, int64_t);
-template void adam_update<float>(float*, const float*, float*, float*, int64_t, const AdamCoefficients&);
-template void adam_update<double>(double*, const double*, double*, double*, int64_t, const AdamCoefficients&);
+template bool adam_update<float>(float*, const float*, float*, float*, int64_t, const AdamCoefficients&);
+template bool adam_update<double>(double*, const double*, double*, double*, int64_t, const AdamCoefficients&);
 
 }  // namespace mona::core

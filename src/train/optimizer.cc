@@ -130,8 +130,9 @@ double PartitionedAdam::clip_factor(const std::vector<std::vector<double>>& squa
   return std::min(1.0, max_norm / (std::sqrt(total) + 1e-6));
 }
 
-void PartitionedAdam::step(int64_t r, double clip_factor) {
+bool PartitionedAdam::step(int64_t r, double clip_factor) {
   const auto [first, last] = range(r);
+  bool finite = true;
   auto& state = parts_[static_cast<size_t>(r)]->state();
   torch::NoGradGuard no_grad;
   for (size_t j = first; j < last; ++j) {
@@ -154,13 +155,14 @@ void PartitionedAdam::step(int64_t r, double clip_factor) {
                                                                 options_.weight_decay(), clip_factor);
     const at::Tensor grad = p.grad().contiguous();
     AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "adam_update", [&] {
-      core::adam_update(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), s.exp_avg().data_ptr<scalar_t>(),
+      finite &= core::adam_update(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), s.exp_avg().data_ptr<scalar_t>(),
                         s.exp_avg_sq().data_ptr<scalar_t>(), p.numel(), c);
     });
     // Written in place, as LibTorch's in-place operators write it: a graph that saved the
     // parameter before this step refuses to use it in its backward pass.
     torch::autograd::impl::bump_version(p);
   }
+  return finite;
 }
 
 void PartitionedAdam::save(torch::serialize::OutputArchive& archive) const {

@@ -1228,13 +1228,16 @@ void TrainingRun::train_step() {
     return adam_->sum_gradients(static_cast<int64_t>(r), shard_params);
   });
   const double clip_factor = o.clip_norm > 0 ? adam_->clip_factor(squares, o.clip_norm) : 1.0;
-  on_threads(workers_.get(), parts, [&](size_t r) {
-    adam_->step(static_cast<int64_t>(r), clip_factor);
-    return 0;
+  const auto finite = on_threads(workers_.get(), parts, [&](size_t r) {
+    return adam_->step(static_cast<int64_t>(r), clip_factor) ? 1 : 0;
   });
   ++t_.step;
   detail::check(std::isfinite(step.loss), "training diverged: loss is ", step.loss, " at step ", t_.step,
                 " (lower train.optimizer.learning_rate?)");
+  // A step that made a parameter NaN or infinite (too large a learning rate) would fail in
+  // the next forward pass, in whichever operator first checks its input.
+  detail::check(std::count(finite.begin(), finite.end(), 0) == 0, "training diverged: the update of step ", t_.step,
+                " made parameters NaN or infinite (lower train.optimizer.learning_rate?)");
   record_step(step);
 }
 

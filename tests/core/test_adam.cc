@@ -50,7 +50,7 @@ void expect_adam_update_exact_to_rounding(const AdamCoefficients& c, uint64_t se
   for (const int64_t n : kSizes) {
     const AdamInputs<T> in = draw_adam<T>(seed + static_cast<uint64_t>(n), n);
     AdamInputs<T> out = in;
-    core::adam_update(out.p.data(), out.g.data(), out.m.data(), out.v.data(), n, c);
+    EXPECT_TRUE(core::adam_update(out.p.data(), out.g.data(), out.m.data(), out.v.data(), n, c)) << "n " << n;
     for (int64_t k = 0; k < n; ++k) {
       const long double p = in.p[k], grad = in.g[k], m = in.m[k], v = in.v[k];
       const long double b1 = c.beta1, b2 = c.beta2;
@@ -85,6 +85,39 @@ TEST(AdamUpdate, IsTheEquationsToRoundingInFloatAndDouble) {
   expect_adam_update_exact_to_rounding<float>(mid, 12);
   expect_adam_update_exact_to_rounding<double>(first, 13);
   expect_adam_update_exact_to_rounding<float>(first, 14);
+}
+
+// The update says whether it left every parameter finite: one element made infinite (by a
+// step size that overflows) or NaN (by a NaN gradient), anywhere among the n, is reported,
+// in float and in double, at sizes on both sides of a vector's width.
+template <class T>
+void expect_non_finite_reported(uint64_t seed) {
+  for (const int64_t n : kSizes) {
+    if (n == 0) continue;
+    for (const int64_t at : {int64_t{0}, n / 2, n - 1}) {
+      for (const bool nan : {true, false}) {
+        AdamInputs<T> x = draw_adam<T>(seed + static_cast<uint64_t>(n), n);
+        AdamCoefficients c = AdamCoefficients::at(1, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1.0);
+        if (nan) {
+          x.g[at] = std::numeric_limits<T>::quiet_NaN();
+        } else {
+          // m' = -1 and v' = 1e-3, so the update is about +step_size: max + max overflows.
+          x.p[at] = std::numeric_limits<T>::max();
+          x.g[at] = -1;
+          x.m[at] = -1;
+          x.v[at] = 0;
+          c.step_size = static_cast<double>(std::numeric_limits<T>::max());
+        }
+        EXPECT_FALSE(core::adam_update(x.p.data(), x.g.data(), x.m.data(), x.v.data(), n, c))
+            << "n " << n << ", element " << at << (nan ? " NaN" : " inf");
+      }
+    }
+  }
+}
+
+TEST(AdamUpdate, ReportsAStepThatMadeAParameterNonFinite) {
+  expect_non_finite_reported<float>(21);
+  expect_non_finite_reported<double>(22);
 }
 
 TEST(AdamCoefficients, AreLibTorchsBiasCorrections) {

@@ -510,6 +510,25 @@ TEST(Trainer, SymbolModelsWithTimeReductionPlotTheirAlignment) {
   EXPECT_TRUE(plotted);
 }
 
+// A learning rate far too large makes the parameters infinite at the first update: the run
+// stops there with the trainer's own message, naming the step and the setting, on one
+// thread and on two (each part of the optimizer step reports), instead of failing in the
+// next forward pass inside whichever operator first checks its input.
+TEST(Trainer, AnUpdateThatMakesParametersNonFiniteStopsTheRunNamingTheStep) {
+  for (const int64_t threads : {1, 2}) {
+    TempDir d;
+    write_letter_task(d / "train.tsv", 20, 5);
+    write_letter_task(d / "dev.tsv", 5, 6);
+    std::ostringstream sink;
+    train::Config c = tiny_config(d, 4);
+    c.train.threads = threads;
+    c.train.optimizer.learning_rate = 1e200;  // inf once rounded to float
+    expect_error([&] { train::Trainer(c).run({}, sink); },
+                 "training diverged: the update of step 1 made parameters NaN or infinite (lower "
+                 "train.optimizer.learning_rate?)");
+  }
+}
+
 TEST(Trainer, BestTokenErrorRateIsEmptyWithoutADevSet) {
   TempDir d;
   write_letter_task(d / "train.tsv", 20, 5);

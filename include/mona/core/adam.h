@@ -60,8 +60,10 @@ double sum_gradients(T* grad, const T* const* others, int64_t n_others, int64_t 
 
 /// One Adam update of a parameter of n elements (see the header comment): reads `grad`,
 /// updates `param`, `exp_avg` and `exp_avg_sq` in place. T is float or double; the
-/// coefficients are rounded to T once, as LibTorch's scalar arguments are.
+/// coefficients are rounded to T once, as LibTorch's scalar arguments are. Returns whether
+/// every updated parameter is finite: false when the step made one NaN or infinite (the
+/// run diverged; read in the same pass, so it costs no second one).
 template <class T>
-void adam_update(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, int64_t n, const AdamCoefficients& c);
+bool adam_update(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, int64_t n, const AdamCoefficients& c);
 
 }  // namespace mona::core

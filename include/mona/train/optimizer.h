@@ -71,9 +71,10 @@ class PartitionedAdam {
   double clip_factor(const std::vector<std::vector<double>>& squares, double max_norm) const;
   /// Adam's step on part r's parameters that have a gradient, the gradient multiplied by
   /// `clip_factor` first (1: no clipping); the gradients themselves are left as they are.
-  /// Any thread; parts in parallel. Throws mona::ArgumentError when clip_factor is not in
-  /// [0, 1].
-  void step(int64_t r, double clip_factor);
+  /// Any thread; parts in parallel. Returns whether every updated parameter is finite
+  /// (false: the step made one NaN or infinite, core::adam_update). Throws
+  /// mona::ArgumentError when clip_factor is not in [0, 1].
+  bool step(int64_t r, double clip_factor);
 
   /// The moments and step counts of all parts, written as torch::optim::Adam::save writes
   /// one Adam over all parameters.
