@@ -52,6 +52,10 @@ void SearchOptions::validate() const {
              kMaxLengthBonus, "], got ", length_bonus);
 }
 
+int64_t SearchOptions::max_tokens(int64_t entries) const {
+  return static_cast<int64_t>(std::floor(length_ratio * static_cast<double>(entries))) + length_bonus;
+}
+
 OnlineSearch::OnlineSearch(SearchOptions options) : options_(options) { options_.validate(); }
 
 void OnlineSearch::reset(const Decoder& decoder) {
@@ -66,8 +70,7 @@ void OnlineSearch::reset(const Decoder& decoder) {
 }
 
 int64_t OnlineSearch::limit(const OnlineMemory& memory) const {
-  return static_cast<int64_t>(std::floor(options_.length_ratio * static_cast<double>(memory.size()))) +
-         options_.length_bonus;
+  return options_.max_tokens(memory.size());
 }
 
 bool OnlineSearch::blocked_on(const OnlineMemory& memory) const {
@@ -220,8 +223,7 @@ Hypothesis decode_expected(Decoder& decoder, const Memory& memory, const SearchO
     at::Tensor h, c, alignment;
   };
   const int64_t T = memory.lengths.defined() ? memory.lengths[0].item<int64_t>() : memory.in_len();
-  const int64_t max_len =
-      static_cast<int64_t>(std::floor(options.length_ratio * static_cast<double>(T))) + options.length_bonus;
+  const int64_t max_len = options.max_tokens(T);
   const DecoderState init = decoder.initial_state();
   State s0{Hypothesis{}, init.h, init.c, decoder.attention->initial_state(memory)};
   const int64_t beam = std::max<int64_t>(options.beam, 1);

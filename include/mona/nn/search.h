@@ -54,6 +54,9 @@ struct SearchOptions {
   /// hypothesis ended at once or never).
   static constexpr double kMaxLengthRatio = 1000;
   static constexpr int64_t kMaxLengthBonus = 1000000;
+  /// The length guard: at most floor(length_ratio * entries) + length_bonus tokens for a
+  /// memory of `entries` entries (>= 0), as online and expected decoding apply it.
+  int64_t max_tokens(int64_t entries) const;
   /// Throws mona::ArgumentError naming the field and its value unless beam >= 0,
   /// prune_margin is finite and > 0, length_ratio lies in (0, kMaxLengthRatio] and
   /// length_bonus in [0, kMaxLengthBonus].
