@@ -11,7 +11,10 @@
 #   bash recipes/spoken-commands/run.sh [CONFIG_NAME ...]     # default: every configs/*.yaml
 #   PROTOCOL=hour bash recipes/spoken-commands/run.sh gmm sagmm_tr
 #
-# Configurations with train.init_from (fine-tuning) are trained after the others.
+# Configurations with train.init_from (fine-tuning) are trained after the others. Training a
+# configuration removes its earlier results; an evaluation whose result is there is skipped,
+# so a stopped run.sh goes on where it stopped (TRAIN=0). A configuration whose training
+# failed is not evaluated, and the script exits with status 1 when any result is missing.
 # Environment: BUILD (default build), PROTOCOL (below), CORPUS_ARGS (extra
 # mona-make-spoken-commands flags, other than the sizes --train, --dev, --test and --long
 # that the protocol sets: an option given twice is a usage error), TRAIN=0 (use the runs there are, train nothing), EVAL=0
@@ -74,9 +77,16 @@ train_one() {
   from=$(sed -n 's|^ *init_from: *runs/spoken-commands/\([^ ]*\).*|\1|p' "$configs_dir/$1.yaml")
   local when=("${schedule[@]}")
   if [[ -n $from ]]; then where+=(--set "train.init_from=$out/$from"); when+=("${tuned_schedule[@]}"); fi
+  # The results and the plot of the model this replaces (result() keeps a result that is
+  # there, so that an interrupted evaluation goes on where it stopped).
+  rm -f "$out/$1".*.json "$out/alignment_$1_test-20.png"
   "$mona" train "$configs_dir/$1.yaml" --overwrite "${where[@]}" "${when[@]}" > "$out/$1.train.txt" \
     2> "$out/$1.progress.txt"
 }
+# Whether configuration $1's training failed: its output is there without the closing
+# "trained N steps ..." line. (Runs put into $out by other means, with no output, count as
+# trained.) A failed training may leave an earlier run's checkpoint, which is not scored.
+training_failed() { [[ -f "$out/$1.train.txt" ]] && ! grep -q '^trained ' "$out/$1.train.txt"; }
 # result FILE ARGS...: `mona eval ARGS --json` into FILE (through a temporary name), unless
 # FILE holds a result already: an interrupted run.sh goes on where it stopped. One thread:
 # two evaluations run side by side (decoding's default of two threads each would put four
@@ -91,6 +101,11 @@ result() {
 # targets read (dev, test-7, test-20), which keeps a model's evaluation to a few minutes.
 eval_one() {
   local name=$1 ckpt="$out/$1/best.ckpt"
+  if training_failed "$name"; then
+    rm -f "$out/$name".*.json
+    echo "run.sh: $name: training failed ($out/$name.progress.txt says why), not evaluated" >&2
+    return 1
+  fi
   for set in "${sets[@]}"; do
     result "$out/$name.$set.greedy.json" "$ckpt" "$data/$set.tsv" --beam 0
   done
@@ -114,7 +129,7 @@ if [[ ${EVAL:-1} != 0 ]]; then two_at_a_time eval_one "${configs[@]}"; fi
 # attention, MoChA and SAGMM-tr when they were trained.
 first20=$(head -1 "$data/test-20.tsv")
 for name in soft mocha sagmm_tr; do
-  if [[ -f "$out/$name/best.ckpt" ]]; then
+  if [[ -f "$out/$name/best.ckpt" ]] && ! training_failed "$name"; then
     "$mona" plot "$out/$name/best.ckpt" "$data/$(cut -f1 <<< "$first20")" --reference "$(cut -f2 <<< "$first20")" \
       -o "$out/alignment_${name}_test-20.png"
   fi
@@ -192,3 +207,24 @@ for name in "${configs[@]}"; do
     printf '\n'
   done
 done
+
+# Exit status 1 when a configuration has a result missing (a failed training or evaluation;
+# the tables show it as "-" or an empty cell). The sets without a manifest are left out.
+status=0
+for name in "${configs[@]}"; do
+  missing=()
+  for set in "${sets[@]}"; do
+    [[ -f $data/$set.tsv ]] || continue
+    wanted=(greedy)
+    case $set in dev | test-7 | test-20) wanted+=(beam4 expected) ;; esac
+    if [[ $set == test-long ]] && grep -q '^ *p_eos:' "$configs_dir/$name.yaml"; then wanted+=(greedy-rule); fi
+    for d in "${wanted[@]}"; do
+      if [[ ! -s $out/$name.$set.$d.json ]]; then missing+=("$set.$d"); fi
+    done
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "run.sh: $name has ${#missing[@]} results missing (${missing[*]}); see $out/$name.progress.txt" >&2
+    status=1
+  fi
+done
+exit $status
