@@ -150,6 +150,7 @@ void visit_config(C& c, V& v) {
     v.field("normalize_features", r.normalize_features);
     v.section("spec_augment", [&] {  // audio::SpecAugmentOptions (mona/audio/spec_augment.h; its validate())
       auto& a = r.spec_augment;
+      v.field("max_time_warp_frames", a.max_time_warp_frames);
       v.field("num_freq_masks", a.num_freq_masks);
       v.field("max_freq_mask_bins", a.max_freq_mask_bins);
       v.field("num_time_masks", a.num_time_masks);

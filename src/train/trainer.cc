@@ -852,8 +852,9 @@ class TrainingRun {
   // in. The samples are not kept (evaluate() reads them again).
   void check_dev_audio(const std::vector<int64_t>& lines) const;
   // SpecAugment (train.spec_augment) on a batch of raw frames [B, T, F] with lengths: the
-  // masks (drawn from the step's seed) set a cell to the feature mean, which the model
-  // normalises to 0, as SpecAugment masks normalised features with 0.
+  // time warp and the masks (drawn from the step's seed) of each utterance's frames; masked
+  // cells take the feature mean, which the model normalises to 0, as SpecAugment masks
+  // normalised features with 0.
   // `shard`: which shard of the step's batch x is (train_step), part of the masks' seed.
   void augment(at::Tensor& x, const at::Tensor& lengths, int64_t shard) const;
   // One optimizer step on the next batch: loss, backward, clipping, Adam. Throws
@@ -1120,17 +1121,21 @@ void TrainingRun::augment(at::Tensor& x, const at::Tensor& lengths, int64_t shar
   const nn::Encoder& encoder = *t_.model->encoder;
   core::Rng rng(c_.train.seed * 1000003ULL + static_cast<uint64_t>(t_.step) * 64 + static_cast<uint64_t>(shard) +
                 0x5eedULL);
-  at::Tensor mask = torch::ones_like(x);
+  // Masked cells take the value whose normalisation is 0: the mean.
+  const at::Tensor mean = encoder.feature_mean().to(at::kFloat).contiguous();
+  const std::vector<float> mask_values(mean.data_ptr<float>(), mean.data_ptr<float>() + mean.numel());
+  // x is pad()'s own tensor of float frames, written in place (the data set's frames, which
+  // later epochs read again, are not touched).
+  x = x.contiguous();
   for (int64_t b = 0; b < x.size(0); ++b) {
     audio::Features f;
     f.num_frames = lengths[b].item<int64_t>();
     f.num_bins = x.size(2);
-    f.data.assign(static_cast<size_t>(f.num_frames * f.num_bins), 1.0f);
-    audio::spec_augment(f, opts, rng);  // masked cells become 0
-    mask[b].narrow(0, 0, f.num_frames).copy_(torch::from_blob(f.data.data(), {f.num_frames, f.num_bins}, torch::kFloat));
+    const float* row = x[b].data_ptr<float>();
+    f.data.assign(row, row + f.num_frames * f.num_bins);
+    audio::spec_augment(f, opts, rng, mask_values);
+    std::copy(f.data.begin(), f.data.end(), x[b].data_ptr<float>());
   }
-  // Masked cells take the value whose normalisation is 0: the mean.
-  x = torch::where(mask > 0, x, encoder.feature_mean().view({1, 1, -1}).expand_as(x));
 }
 
 TrainingRun::PassResult TrainingRun::shard_pass(nn::Seq2Seq& model, const std::vector<size_t>& idx,

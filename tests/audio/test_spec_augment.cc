@@ -1,8 +1,13 @@
 // mona::audio::spec_augment: seeded determinism, masks within the option bounds (found
-// back from the zeros they leave), nothing when disabled, and the option checks.
+// back from the zeros they leave), the mask values, the time warp's draws within the paper's
+// bounds (found back by trying every warp), nothing when disabled, and the option checks.
+// time_warp's interpolation is compared with LibTorch's in tests/train/test_time_warp.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <vector>
 
 #include "mona/audio/spec_augment.h"
 #include "util/temp_dir.h"
@@ -78,6 +83,120 @@ TEST(SpecAugment, MasksStayWithinTheBounds) {
   EXPECT_EQ(widest_t, 10);
 }
 
+// No masks, only the warp: every output is time_warp(in, center, center + w) for a center in
+// {W + 1, ..., T - W - 1} and |w| <= W, found by trying every (center, warped) pair; over the
+// trials both extreme distances and both extreme centers occur.
+TEST(SpecAugment, TheWarpIsOneThePaperAllows) {
+  SpecAugmentOptions o;
+  o.max_time_warp_frames = 4;
+  o.num_freq_masks = 0;
+  o.num_time_masks = 0;
+  ASSERT_TRUE(o.enabled());
+  constexpr int64_t T = 20, W = 4;
+  // Random values: no two warps give the same frames (a ramp such as ones() could).
+  Features in = ones(T, 3);
+  core::Rng values(17);
+  for (float& v : in.data) v = static_cast<float>(values.uniform());
+  core::Rng rng(3);
+  std::set<int64_t> distances, centers;
+  for (int trial = 0; trial < 400; ++trial) {
+    Features f = in;
+    spec_augment(f, o, rng);
+    if (f.data == in.data) {  // w = 0
+      distances.insert(0);
+      continue;
+    }
+    int found = 0;
+    for (int64_t c = 1; c < T; ++c) {
+      for (int64_t warped = 1; warped < T; ++warped) {
+        Features g = in;
+        time_warp(g, c, warped);
+        if (g.data != f.data) continue;
+        ++found;
+        ASSERT_GE(c, W + 1);
+        ASSERT_LE(c, T - W - 1);
+        ASSERT_LE(std::abs(warped - c), W);
+        distances.insert(warped - c);
+        centers.insert(c);
+      }
+    }
+    ASSERT_EQ(found, 1) << "trial " << trial;  // distinct rows: one warp makes each output
+  }
+  EXPECT_EQ(distances.size(), static_cast<size_t>(2 * W + 1));  // -4 .. 4, each 1/9 a trial
+  EXPECT_EQ(*centers.begin(), W + 1);
+  EXPECT_EQ(*centers.rbegin(), T - W - 1);
+}
+
+// W is capped at floor((T - 2) / 2): a 3-frame utterance is not warped (nothing drawn), a
+// 4-frame one moves its center 2 by at most 1 frame.
+TEST(SpecAugment, ShortUtterancesAreWarpedLess) {
+  SpecAugmentOptions o;
+  o.max_time_warp_frames = 80;
+  o.num_freq_masks = 0;
+  o.num_time_masks = 0;
+  core::Rng rng(1), untouched(1);
+  Features three = ones(3, 2);
+  spec_augment(three, o, rng);
+  EXPECT_EQ(three.data, ones(3, 2).data);
+  EXPECT_EQ(rng.next(), untouched.next());
+  Features in = ones(4, 2);
+  core::Rng values(5);
+  for (float& v : in.data) v = static_cast<float>(values.uniform());
+  std::set<int64_t> seen;
+  for (int trial = 0; trial < 50; ++trial) {
+    Features four = in;
+    spec_augment(four, o, rng);
+    bool one_of = false;
+    for (int64_t warped : {1, 2, 3}) {
+      Features g = in;
+      time_warp(g, 2, warped);
+      if (g.data == four.data) {
+        one_of = true;
+        seen.insert(warped);
+      }
+    }
+    ASSERT_TRUE(one_of) << "trial " << trial;
+  }
+  EXPECT_EQ(seen.size(), 3u);  // each 1/3 a trial
+}
+
+TEST(SpecAugment, MaskedCellsTakeTheMaskValues) {
+  SpecAugmentOptions o;  // two frequency and two time masks
+  const std::vector<float> mean = {-1.5f, -2.5f, -3.5f, -4.5f, -5.5f};
+  core::Rng a(9), b(9);
+  Features zeros = ones(60, 5), means = ones(60, 5);
+  spec_augment(zeros, o, a);
+  spec_augment(means, o, b, mean);
+  // The same draws: a cell is masked in one exactly where it is in the other.
+  int64_t masked = 0;
+  for (int64_t t = 0; t < 60; ++t) {
+    for (int64_t j = 0; j < 5; ++j) {
+      if (zeros.row(t)[j] == 0.0f) {
+        ++masked;
+        ASSERT_EQ(means.row(t)[j], mean[static_cast<size_t>(j)]);
+      } else {
+        ASSERT_EQ(means.row(t)[j], zeros.row(t)[j]);
+      }
+    }
+  }
+  EXPECT_GT(masked, 0);
+  Features f = ones(10, 5);
+  const std::vector<float> two = {1.0f, 2.0f};
+  EXPECT_ERROR_CONTAINS(spec_augment(f, o, a, two), "mask_values", "5", "2");
+}
+
+TEST(TimeWarp, ItsPointsAreChecked) {
+  Features f = ones(10, 2);
+  time_warp(f, 4, 4);
+  EXPECT_EQ(f.data, ones(10, 2).data);
+  EXPECT_ERROR_CONTAINS(time_warp(f, 0, 3), "center", "0");
+  EXPECT_ERROR_CONTAINS(time_warp(f, 10, 3), "center", "10");
+  EXPECT_ERROR_CONTAINS(time_warp(f, 3, 0), "warped", "0");
+  EXPECT_ERROR_CONTAINS(time_warp(f, 3, 12), "warped", "12");
+  f.data.pop_back();
+  EXPECT_ERROR_CONTAINS(time_warp(f, 3, 4), "time_warp", "19");
+}
+
 TEST(SpecAugment, DisabledOrEmptyChangesNothing) {
   SpecAugmentOptions off;
   off.num_freq_masks = 0;
@@ -115,8 +234,11 @@ TEST(SpecAugmentOptions, ValidateAndPrint) {
   o = SpecAugmentOptions();
   o.max_freq_mask_bins = -3;
   EXPECT_ERROR_CONTAINS(o.validate(), "max_freq_mask_bins", "-3");
+  o = SpecAugmentOptions();
+  o.max_time_warp_frames = -2;
+  EXPECT_ERROR_CONTAINS(o.validate(), "max_time_warp_frames", "-2");
   const std::string s = SpecAugmentOptions().to_string();
-  for (const char* part : {"num_freq_masks=2", "max_freq_mask_bins=27", "num_time_masks=2",
+  for (const char* part : {"max_time_warp_frames=0", "num_freq_masks=2", "max_freq_mask_bins=27", "num_time_masks=2",
                            "max_time_mask_frames=40", "max_time_mask_fraction=0.2"}) {
     EXPECT_NE(s.find(part), std::string::npos) << s;
   }

@@ -84,7 +84,8 @@ std::string write_config(const TempDir& d, const std::string& mechanism, int ste
       << "        attention: {type: " << mechanism << ", monotonic_energy: dot, init_r: -1, chunk_size: 2}}\n"
       << "train: {output_dir: " << (d / ("run-" + mechanism)) << ", batch_size: 8, max_steps: " << steps
       << ", eval_every: " << steps << ", log_every: 10, threads: 1,\n"
-      << "        optimizer: {learning_rate: 0.01}, spec_augment: {num_freq_masks: 1, max_freq_mask_bins: 3}}\n";
+      << "        optimizer: {learning_rate: 0.01},\n"
+      << "        spec_augment: {max_time_warp_frames: 3, num_freq_masks: 1, max_freq_mask_bins: 3}}\n";
   return d / (mechanism + ".yaml");
 }
 

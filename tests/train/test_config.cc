@@ -72,7 +72,7 @@ train:
   length_penalty: 0.01
   length_penalty_until: 99
   normalize_features: false
-  spec_augment: {num_freq_masks: 3, max_freq_mask_bins: 5, num_time_masks: 4, max_time_mask_frames: 6, max_time_mask_fraction: 0.5}
+  spec_augment: {max_time_warp_frames: 7, num_freq_masks: 3, max_freq_mask_bins: 5, num_time_masks: 4, max_time_mask_frames: 6, max_time_mask_fraction: 0.5}
   optimizer: {learning_rate: 0.5, beta1: 0.5, beta2: 0.75, eps: 0.001, clip_norm: 2, weight_decay: 0.125, decay_every: 10, decay_factor: 0.25}
   smoothing: {uniform: 0.125, localized: [0.5, 1, 1, 0.5]}
 decode: {beam: 3, prune_margin: 1.5, length_ratio: 2.5, length_bonus: 4, eos_only_after_input: true,
@@ -116,6 +116,7 @@ TEST(Config, EveryKeyIsReadIntoItsFieldAndWrittenBack) {
   EXPECT_EQ(c.model.features.window, "hamming");
   EXPECT_EQ(c.model.features.snip_edges, false);
   EXPECT_EQ(c.train.spec_augment.max_time_mask_frames, 6);
+  EXPECT_EQ(c.train.spec_augment.max_time_warp_frames, 7);
   EXPECT_EQ(c.train.normalize_features, false);
   EXPECT_NO_THROW(c.validate());
 
@@ -174,6 +175,8 @@ TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
       {"model.encoder_layers=0", "model: encoder_layers must be >= 1, got 0"},
       {"model.attention.type=bogus", "model: attention must be one of soft, monotonic"},
       {"train.spec_augment.num_freq_masks=-1", "train.spec_augment: num_freq_masks: expected >= 0, got -1"},
+      {"train.spec_augment.max_time_warp_frames=-1",
+       "train.spec_augment: max_time_warp_frames: expected >= 0, got -1"},
       {"train.spec_augment.max_time_mask_fraction=1.5",
        "train.spec_augment: max_time_mask_fraction: expected [0, 1], got 1.5"},
   };

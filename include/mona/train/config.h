@@ -76,8 +76,9 @@ struct RunConfig {
   /// frames (audio::GlobalCmvn) and store them in the model, which normalises every frame
   /// with them (nn::Encoder::normalize), in training and in decoding.
   bool normalize_features = true;
-  /// Audio models: SpecAugment masks on the training frames (mona/audio/spec_augment.h),
-  /// drawn from the run's seed; none by default (0 masks).
+  /// Audio models: SpecAugment's time warp and masks on the training frames
+  /// (mona/audio/spec_augment.h), drawn from the run's seed; none by default (no warp,
+  /// 0 masks).
   audio::SpecAugmentOptions spec_augment = no_spec_augment();
 
   static audio::SpecAugmentOptions no_spec_augment() {
