@@ -113,6 +113,14 @@ Waveform read_audio(const std::string& path) {
     detail::fail_data("read_audio: ", path, ": truncated: the header announces ", info.frames,
                       " frames, the file holds ", total);
   }
+  // A float file can hold NaN or infinity, which every later stage refuses without knowing
+  // the file's name: refused here, naming it.
+  const auto bad = std::find_if(w.samples.begin(), w.samples.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != w.samples.end()) {
+    const int64_t at = bad - w.samples.begin();
+    detail::fail_data("read_audio: ", path, ": sample ", at, " (", static_cast<double>(at) / info.samplerate,
+                      " s) is ", *bad, ": expected finite samples");
+  }
   return w;
 }
 

@@ -257,11 +257,16 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
                 ": inputs: expected features [B, T, F = ", options_.feature_dim, "], got ", inputs.sizes());
     MONA_CHECK(inputs.scalar_type() == conv1->weight.scalar_type(), fn, ": inputs: expected features of dtype ",
                conv1->weight.scalar_type(), " (the model's), got ", inputs.scalar_type());
-    const int64_t T = inputs.size(1);
+    // No frames at all (audio shorter than one frame): one padding frame, so that the
+    // convolutions have an input; every length is 0, so it is masked out like any padding
+    // and the memory holds no entry, as streaming such audio gives.
+    const at::Tensor frames =
+        inputs.size(1) > 0 ? inputs : torch::zeros({inputs.size(0), 1, inputs.size(2)}, inputs.options());
+    const int64_t T = frames.size(1);
     auto time_mask = [](const at::Tensor& l, int64_t n, const at::TensorOptions& opt) {
       return (torch::arange(n, torch::kLong).unsqueeze(0) < l.unsqueeze(1)).to(opt.dtype());
     };
-    x = normalize(inputs) * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
+    x = normalize(frames) * time_mask(lens, T, inputs.options()).unsqueeze(2);  // zero padding frames
     x = torch::relu(bn1(conv1(x.unsqueeze(1))));                    // [B, C, T1, F1]
     const at::Tensor l1 = (lens - 1).div(2, "floor") + 1;
     const at::Tensor l1z = torch::where(lens > 0, l1, torch::zeros_like(l1));

@@ -48,7 +48,7 @@ void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int 
   MONA_CHECK(n == 0 || samples != nullptr, fn, ": samples: null pointer for ", n, " samples");
   // Checked here too, before resampling, so that the index is the caller's.
   const float* bad = std::find_if(samples, samples + n, [](float x) { return !std::isfinite(x); });
-  MONA_CHECK(bad == samples + n, fn, ": samples[", bad - samples, "] = ", *bad, ": expected finite samples in [-1, 1]");
+  MONA_CHECK(bad == samples + n, fn, ": samples[", bad - samples, "] = ", *bad, ": expected finite samples");
   const audio::FbankOptions& features = model_->options().features;
   if (s.input_rate_ == 0) {
     s.input_rate_ = sample_rate;

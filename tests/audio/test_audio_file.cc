@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "mona/audio/audio_file.h"
@@ -170,6 +171,28 @@ TEST(ReadAudio, BadFilesAreDataErrorsNamingTheFile) {
   cut(ogg_start, 200);
   EXPECT_ERROR_CONTAINS(read_audio(ogg_start), ogg_start, "libsndfile");
   EXPECT_THROW(read_audio(ogg_start), DataError);
+}
+
+// A float WAV can hold NaN and infinity: refused at reading, naming the file, the sample
+// and its time (every later stage would refuse it without knowing the file).
+TEST(ReadAudio, NonFiniteSamplesAreRefusedNamingTheFile) {
+  TempDir dir;
+  for (const float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> x(1600, 0.25f);
+    x[800] = bad;
+    const std::string path = dir / "float.wav";
+    SF_INFO info{};
+    info.channels = 1;
+    info.samplerate = 16000;
+    info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+    SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+    ASSERT_NE(f, nullptr) << sf_strerror(nullptr);
+    ASSERT_EQ(sf_writef_float(f, x.data(), 1600), 1600);
+    sf_close(f);
+    EXPECT_ERROR_CONTAINS(read_audio(path), path, "sample 800 (0.05 s)", std::isnan(bad) ? "nan" : "-inf",
+                          "expected finite samples");
+    EXPECT_THROW(read_audio(path, 8000), DataError);
+  }
 }
 
 TEST(ReadAudio, PipedWavWithPlaceholderSizeIsRead) {

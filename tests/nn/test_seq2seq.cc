@@ -174,6 +174,32 @@ TEST(Seq2Seq, EncoderForwardChecksInputRankBeforeReadingIt) {
                "[B, T, F]), got [1, 2, 3, 4]");
 }
 
+// Features with no frame at all (audio shorter than one frame): the batch encoder gives a
+// memory with no valid entry, as the streaming one does; the convolutions had failed in
+// LibTorch ("Kernel size can't be greater than actual input size"), under mona plot and
+// expected decoding.
+TEST(Seq2Seq, NoFramesGiveAnEmptyMemory) {
+  for (int64_t reduce : {0, 1}) {
+    torch::manual_seed(5);
+    ModelOptions o = tiny_monotonic_options("mocha");
+    o.input_kind = "features";
+    o.feature_dim = 7;
+    o.conv_channels = 4;
+    o.encoder_layers = 2;
+    o.time_reduction_layers = reduce;
+    nn::Encoder enc(o);
+    enc.eval();
+    torch::NoGradGuard ng;
+    auto [mem, ml] = enc.forward(torch::zeros({2, 0, 7}), torch::zeros({2}, torch::kLong));
+    EXPECT_EQ(ml.sizes(), at::IntArrayRef({2}));
+    EXPECT_EQ(ml.max().item<int64_t>(), 0);
+    EXPECT_EQ(enc.output_length(0), 0);
+    EXPECT_EQ(mem.size(0), 2);
+    nn::EncoderStream st;
+    EXPECT_EQ(enc.stream(st, torch::Tensor(), true).size(0), 0);
+  }
+}
+
 TEST(Seq2Seq, LookaheadEntrySeesExactlyKMoreInputs) {
   for (int64_t k : {1, 3}) {
     torch::manual_seed(7);

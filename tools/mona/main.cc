@@ -841,6 +841,8 @@ int run_plot(const PlotArgs& a) {
   auto out_labels = ref;
   out_labels.push_back(mona::data::kReservedSymbols[mona::data::kEos]);
   const auto in_labels = mona::train::memory_labels(t, tokens);
+  mona::detail::check(!in_labels.empty(), "plot: INPUT \"", line, "\": the model's memory of it holds no entry",
+                      t.takes_audio() ? " (audio shorter than one frame)" : "", ": nothing to plot");
   mona::io::write_alignment_png(a.output, w, static_cast<int64_t>(out_labels.size()),
                                 static_cast<int64_t>(in_labels.size()), in_labels, out_labels,
                                 t.config.model.attention + ": " + line);

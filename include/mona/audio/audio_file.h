@@ -44,7 +44,8 @@ struct Waveform {
 };
 
 /// Reads a WAV, FLAC or OGG file (anything libsndfile reads), mixed down to mono (the mean
-/// of the channels), at the file's own rate.
+/// of the channels), at the file's own rate. A NaN or infinite sample (a float file can
+/// hold them) is refused naming the file, the sample and its time.
 Waveform read_audio(const std::string& path);
 
 /// Same, resampled to `sample_rate` Hz with libsoxr (mona::audio::resample); no resampling
