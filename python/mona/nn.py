@@ -114,8 +114,15 @@ class _KeepsLast(nn.Module):
         return state
 
 
-def _context(weights: Tensor, memory: Tensor) -> Tensor:
-    return torch.bmm(weights, memory)  # [B, U, T] x [B, T, Dh]
+def _context(weights: Tensor, memory: Tensor, lengths: Optional[Tensor]) -> Tensor:
+    """``weights`` [B, U, T] x ``memory`` [B, T, Dh], with the padding entries (``j >=
+    lengths[b]``) read as zeros: their weights are exactly 0, but 0 * NaN is NaN, and ``step``
+    (``F.attention_context``) skips them, so ``forward``'s rows stay ``step``'s whatever the
+    padding holds."""
+    if lengths is not None:
+        padding = torch.arange(memory.size(1), device=memory.device) >= lengths.unsqueeze(1)
+        memory = memory.masked_fill(padding.unsqueeze(2), 0)
+    return torch.bmm(weights, memory)
 
 
 class PreparedMemory(NamedTuple):
@@ -209,7 +216,7 @@ class MonotonicAttention(_Monotonic):
                 out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         alpha = F.monotonic_alignment(self.p_choose(queries, memory), memory_lengths, out_lengths)
         self.last_alignment = alpha
-        return _context(alpha, memory), alpha
+        return _context(alpha, memory, memory_lengths), alpha
 
 
 class MochaAttention(_Monotonic):
@@ -231,7 +238,7 @@ class MochaAttention(_Monotonic):
         beta = F.mocha_chunkwise(alpha, self.chunk_energy(queries, memory), self.chunk_size,
                                  memory_lengths, out_lengths)
         self.last_alignment = alpha
-        return _context(beta, memory), beta
+        return _context(beta, memory, memory_lengths), beta
 
     _rule = "fixed"
 
@@ -258,7 +265,7 @@ class MatchaAttention(_Monotonic):
         beta = F.matcha_chunkwise(alpha_prev, p, self.chunk_energy(queries, memory),
                                   memory_lengths, out_lengths)
         self.last_alignment = alpha
-        return _context(beta, memory), beta
+        return _context(beta, memory, memory_lengths), beta
 
     _rule = "adaptive"
 
@@ -278,7 +285,7 @@ class SoftAttention(_Stepwise):
                 out_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         w = F.masked_softmax(self.energy(queries, memory), memory_lengths, out_lengths)
         self.last_alignment = w
-        return _context(w, memory), w
+        return _context(w, memory, memory_lengths), w
 
     def initial_state(self, memory: PreparedMemory) -> Optional[Tensor]:
         """None: soft attention keeps no alignment from step to step."""
@@ -394,7 +401,7 @@ class GmmAttention(_KeepsLast):
         mu = torch.cumsum(step, dim=1)  # eq. 5 with mu_0 = 0
         w = self._weights(mu, variance, weights, self.prepare(memory, memory_lengths), out_lengths)
         self.last_alignment, self.last_mu = w, mu
-        return _context(w, memory), w
+        return _context(w, memory, memory_lengths), w
 
     def step(self, query: Tensor, memory: GmmMemory,
              mu_prev: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

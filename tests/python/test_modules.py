@@ -193,3 +193,24 @@ def test_empty_memory(cls):
     memory = att.prepare(torch.randn(2, 0, 6))
     state = att.initial_state(memory)
     assert state is None or state.shape == (2, 0)
+
+
+# Padding holds whatever the caller's batch holds (here NaN): the weights there are exactly 0,
+# and the contexts are those of the same memory with zeros in its padding, as step() gives
+# (attention_context skips weights of 0). torch.bmm alone made every context of the padded
+# element NaN (0 * NaN).
+@pytest.mark.parametrize("cls", STEPWISE)
+def test_padding_values_do_not_reach_the_contexts(cls):
+    torch.manual_seed(4)
+    att = cls(4, 6).double().eval()
+    q = torch.randn(2, 3, 4, dtype=torch.float64)
+    h = torch.randn(2, 5, 6, dtype=torch.float64)
+    lens = torch.tensor([5, 3])
+    clean_ctx, clean_w = att(q, h, lens)
+    h_nan = h.clone()
+    h_nan[1, 3:] = float("nan")
+    ctx, w = att(q, h_nan, lens)
+    assert torch.isfinite(ctx).all()
+    # The same inputs where it matters: equal to rounding of the same operations (exactly, here).
+    torch.testing.assert_close(w, clean_w, rtol=0, atol=0)
+    torch.testing.assert_close(ctx, clean_ctx, rtol=0, atol=0)
