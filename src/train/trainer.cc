@@ -1351,9 +1351,19 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
   // One run at a time in an output directory: without the lock, two runs started together
   // both pass check_run_request's look for an existing run and write over each other. A
   // directory made here for the lock is removed again when the run is refused before it
-  // wrote anything there (a bad request, init_from, unreadable data).
+  // wrote anything there (a bad request, init_from, unreadable data), with the parents made
+  // for it.
   const std::string& dir = config_.train.output_dir;
-  const bool made = !dir.empty() && !fs::exists(dir) && fs::create_directories(dir);
+  std::vector<fs::path> made;  // the directories made here, deepest first
+  if (!dir.empty()) {
+    fs::path leaf = fs::absolute(dir).lexically_normal();
+    if (leaf.filename().empty()) leaf = leaf.parent_path();  // "runs/x/"
+    for (fs::path p = leaf; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+      if (p == p.parent_path()) break;
+      made.push_back(p);
+    }
+    fs::create_directories(dir);
+  }
   std::optional<io::DirectoryLock> lock;
   try {
     if (!dir.empty() && fs::is_directory(dir)) lock.emplace(dir, "another mona train is running there");
@@ -1365,7 +1375,9 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
   } catch (...) {
     lock.reset();
     std::error_code ignored;
-    if (made && fs::is_empty(dir, ignored)) fs::remove(dir, ignored);
+    for (const fs::path& p : made) {
+      if (!fs::is_empty(p, ignored) || !fs::remove(p, ignored)) break;
+    }
     throw;
   }
 }

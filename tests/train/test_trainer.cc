@@ -412,7 +412,7 @@ TEST(Trainer, InitFromCopiesEveryParameterByNameAndRefusesWhatDoesNotFit) {
       << "every parameter but the CTC head's and MoChA's chunk energy";
 
   auto expect_refused = [&](train::Config c, const std::string& fragment) {
-    c.train.output_dir = d / "refused";
+    c.train.output_dir = d / "refused/deeper/run/";  // three directories made for the lock
     try {
       train::Trainer(c).run({}, sink);
       ADD_FAILURE() << "started from a checkpoint that does not fit: " << fragment;
@@ -420,7 +420,7 @@ TEST(Trainer, InitFromCopiesEveryParameterByNameAndRefusesWhatDoesNotFit) {
       EXPECT_NE(std::string(e.what()).find("train.init_from " + c.train.init_from), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
-    EXPECT_FALSE(fs::exists(d / "refused")) << fragment;
+    EXPECT_FALSE(fs::exists(d / "refused")) << fragment << ": the directories made for the refused run are left";
   };
   train::Config chunked = tiny_config(d, 0);  // MoChA from the monotonic model: no chunk energy
   chunked.train.init_from = d / "tuned/last.ckpt";
