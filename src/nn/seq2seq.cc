@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -227,6 +228,25 @@ void check_ids(const at::Tensor& ids, int64_t V, const char* fn, const char* nam
     }
   }
 }
+
+// Feature frames [.., F] must be finite: names the first NaN or infinite value, e.g.
+// "Encoder::stream: inputs[3, 17] = nan: expected finite feature values" (a NaN frame would
+// otherwise turn every later output of the stream into NaN without a word).
+void check_finite_frames(const at::Tensor& frames, const char* fn) {
+  const at::Tensor c = frames.contiguous();
+  const int64_t F = c.size(-1);
+  AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "check_finite_frames", [&] {
+    const scalar_t* x = c.data_ptr<scalar_t>();
+    const int64_t n = c.numel();
+    const scalar_t* bad = std::find_if(x, x + n, [](scalar_t v) { return !std::isfinite(v); });
+    if (bad == x + n) return;
+    const int64_t at = bad - x;
+    const std::string index = c.dim() == 3 ? std::to_string(at / F / c.size(1)) + ", " +
+                                                 std::to_string(at / F % c.size(1)) + ", " + std::to_string(at % F)
+                                           : std::to_string(at / F) + ", " + std::to_string(at % F);
+    mona::detail::fail(fn, ": inputs[", index, "] = ", static_cast<double>(*bad), ": expected finite feature values");
+  });
+}
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, const at::Tensor& lengths) {
@@ -331,6 +351,7 @@ std::vector<at::Tensor> Encoder::stream_front_end(EncoderStream& s, const at::Te
                   ": inputs: expected frames [n, F = ", options_.feature_dim, "], got ", inputs.sizes());
       MONA_CHECK(inputs.scalar_type() == conv1->weight.scalar_type(), fn, ": inputs: expected frames of dtype ",
                  conv1->weight.scalar_type(), " (the model's), got ", inputs.scalar_type());
+      check_finite_frames(inputs, fn);
     }
   }
   s.finished = finished;

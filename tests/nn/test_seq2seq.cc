@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "mona/data/tokens.h"
@@ -197,6 +198,27 @@ TEST(Seq2Seq, NoFramesGiveAnEmptyMemory) {
     EXPECT_EQ(mem.size(0), 2);
     nn::EncoderStream st;
     EXPECT_EQ(enc.stream(st, torch::Tensor(), true).size(0), 0);
+  }
+}
+
+// A NaN or infinite feature value is refused by the streaming encoder, naming where it is
+// (it turned every later output of the stream into NaN without a word).
+TEST(Seq2Seq, StreamedFramesMustBeFinite) {
+  ModelOptions o = tiny_monotonic_options("mocha");
+  o.input_kind = "features";
+  o.feature_dim = 7;
+  o.conv_channels = 4;
+  nn::Encoder enc(o);
+  enc.eval();
+  torch::NoGradGuard ng;
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    nn::EncoderStream st;
+    enc.stream(st, torch::randn({2, 7}), false);
+    torch::Tensor x = torch::randn({4, 7});
+    x[2][5] = bad;
+    expect_error([&] { enc.stream(st, x, false); },
+                 std::string("Encoder::stream: inputs[2, 5] = ") + (std::isnan(bad) ? "nan" : "inf") +
+                     ": expected finite feature values");
   }
 }
 

@@ -144,8 +144,9 @@ class Encoder : public torch::nn::Module {
   /// Streaming: feeds new inputs ([n] symbols or [n, F] frames) of one sequence; returns
   /// the new memory entries [m, Dh] (m may be 0). `finished` flushes what waits for
   /// right context (the last convolution frames, a bidirectional encoder's whole input).
-  /// Throws mona::ArgumentError as forward() does for the inputs, in training mode (call
-  /// eval() first), and for a stream that is already finished.
+  /// Throws mona::ArgumentError as forward() does for the inputs, for a NaN or infinite
+  /// feature value (naming its frame and bin), in training mode (call eval() first), and
+  /// for a stream that is already finished.
   at::Tensor stream(EncoderStream& state, const at::Tensor& inputs, bool finished);
   /// The first half of stream(): feeds inputs through the front end (embedding, or the
   /// convolutions of the frames whose receptive field is complete, and the lookahead
