@@ -229,22 +229,20 @@ void check_ids(const at::Tensor& ids, int64_t V, const char* fn, const char* nam
   }
 }
 
-// Feature frames [.., F] must be finite: names the first NaN or infinite value, e.g.
+// Streamed feature frames [n, F] must be finite: names the first NaN or infinite value, e.g.
 // "Encoder::stream: inputs[3, 17] = nan: expected finite feature values" (a NaN frame would
 // otherwise turn every later output of the stream into NaN without a word).
 void check_finite_frames(const at::Tensor& frames, const char* fn) {
   const at::Tensor c = frames.contiguous();
-  const int64_t F = c.size(-1);
+  const int64_t F = c.size(1);
   AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "check_finite_frames", [&] {
     const scalar_t* x = c.data_ptr<scalar_t>();
     const int64_t n = c.numel();
     const scalar_t* bad = std::find_if(x, x + n, [](scalar_t v) { return !std::isfinite(v); });
     if (bad == x + n) return;
     const int64_t at = bad - x;
-    const std::string index = c.dim() == 3 ? std::to_string(at / F / c.size(1)) + ", " +
-                                                 std::to_string(at / F % c.size(1)) + ", " + std::to_string(at % F)
-                                           : std::to_string(at / F) + ", " + std::to_string(at % F);
-    mona::detail::fail(fn, ": inputs[", index, "] = ", static_cast<double>(*bad), ": expected finite feature values");
+    mona::detail::fail(fn, ": inputs[", at / F, ", ", at % F, "] = ", static_cast<double>(*bad),
+                       ": expected finite feature values");
   });
 }
 }  // namespace

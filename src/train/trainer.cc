@@ -1362,7 +1362,7 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
       if (p == p.parent_path()) break;
       made.push_back(p);
     }
-    fs::create_directories(dir);
+    if (!made.empty()) fs::create_directories(dir);  // (a file there is refused below, by name)
   }
   std::optional<io::DirectoryLock> lock;
   try {
