@@ -29,19 +29,6 @@ inline CLI::Validator integer_in(int64_t lo, int64_t hi = std::numeric_limits<in
       "INT " + range);
 }
 
-/// Any integer that fits in int64 (the range is checked later, with a message of its own).
-inline CLI::Validator integer() {
-  return CLI::Validator(
-      [](std::string& value) -> std::string {
-        int64_t v = 0;
-        const char* end = value.data() + value.size();
-        const auto r = std::from_chars(value.data(), end, v);
-        if (r.ec == std::errc() && r.ptr == end) return "";
-        return "expected an integer, got " + value;
-      },
-      "INT");
-}
-
 /// A finite number greater than `lo` (or at least `lo` when `inclusive`).
 inline CLI::Validator number_above(double lo, bool inclusive) {
   const std::string range = (inclusive ? ">= " : "> ") + CLI::detail::to_string(lo);

@@ -43,14 +43,21 @@ def _call(op, *args):
     except ValueError as e:
         raise ArgumentError(str(e)) from None
     except RuntimeError:
-        # None for a required tensor fails in the dispatcher ("tensor does not have a
-        # device", naming nothing): named here, from the operator's schema, on the error
-        # path only.
+        # The dispatcher's own errors: None for a required tensor ("tensor does not have a
+        # device", naming nothing), or a list where a tensor goes (a paragraph of schema).
+        # Named here, from the operator's schema, on the error path only.
         schema = op.default._schema
+        fn = f"mona.{schema.name.split('::')[-1]}"
         for argument, value in zip(schema.arguments, args):
-            if value is None and argument.type.kind() == "TensorType":
-                raise ArgumentError(f"mona.{schema.name.split('::')[-1]}: {argument.name}: expected a tensor, "
-                                    "got None") from None
+            kind = argument.type.kind()
+            optional = kind == "OptionalType" and argument.type.getElementType().kind() == "TensorType"
+            if kind != "TensorType" and not optional:
+                continue
+            if value is None and not optional:
+                raise ArgumentError(f"{fn}: {argument.name}: expected a tensor, got None") from None
+            if value is not None and not isinstance(value, Tensor):
+                raise ArgumentError(f"{fn}: {argument.name}: expected a tensor{' or None' if optional else ''}, "
+                                    f"got {type(value).__name__} {value!r} (e.g. torch.tensor(...))") from None
         raise
 
 
@@ -434,18 +441,25 @@ def cb_sample(logits: Tensor, k: Tensor, sampler: str = "bb", seed: int = 0,
 
     Args:
         logits: ``[B, T]``; k: ``[B]`` int64 (``0 <= k[b] <= T_b``); sampler: "idb", "bb"
-            or "db"; seed: int; in_lens: optional ``[B]`` int64.
+            or "db"; seed: int, any 64-bit seed: in ``[-2**63, 2**64)``, read modulo 2**64
+            (-1 and 2**64 - 1 are the same seed); in_lens: optional ``[B]`` int64.
 
     Returns:
         :class:`CbSample`.
 
     Raises:
-        mona.ArgumentError (ValueError): unknown sampler; as :func:`poisson_binomial_log_prob`.
+        mona.ArgumentError (ValueError): unknown sampler; a seed outside 64 bits; as
+            :func:`poisson_binomial_log_prob`.
     """
     ops = {"idb": _ops.cb_sample_idb, "bb": _ops.cb_sample_bb, "db": _ops.cb_sample_db}
     if sampler not in ops:
         raise ArgumentError(f"mona.cb_sample: sampler: expected 'idb', 'bb' or 'db', got {sampler!r}")
-    return CbSample(*_call(ops[sampler], logits, k, _integer("mona.cb_sample", "seed", seed), in_lens))
+    seed = _integer("mona.cb_sample", "seed", seed)
+    if not -2**63 <= seed < 2**64:
+        raise ArgumentError(f"mona.cb_sample: seed: expected a 64-bit seed in [-2**63, 2**64), got {seed}")
+    if seed >= 2**63:  # the operator's int is int64: the same 64 bits, read as signed
+        seed -= 2**64
+    return CbSample(*_call(ops[sampler], logits, k, seed, in_lens))
 
 
 def cb_marginal_log_likelihood(logits: Tensor, log_emit: Tensor,

@@ -91,24 +91,37 @@ class Recognizer:
         """A new stream (one utterance); it keeps this recognizer alive."""
         return self._rec.create_stream()
 
-    def _tensor(self, inputs: Inputs) -> Tensor:
+    def _tensor(self, fn: str, inputs: Inputs) -> Tensor:
+        # fn: the calling method, named in the errors.
         if isinstance(inputs, Tensor):
             return inputs
+        where = f"mona.Recognizer.{fn}: inputs"
         if isinstance(inputs, str):
             raise _C.ArgumentError(
-                "mona.Recognizer: inputs: expected a tensor or a list of symbols, got a str "
+                f"{where}: expected a tensor or a list of symbols, got a str "
                 "(split it first, e.g. list(word))")
-        return torch.tensor(self._rec.encode_input(list(inputs)), dtype=torch.int64)
+        symbols = list(inputs)
+        if self.takes_audio:
+            raise _C.ArgumentError(
+                f"{where}: this model takes audio, not symbols: give samples to accept_waveform or "
+                "recognize_waveform (or feature frames [n, F] as a float tensor)")
+        for i, x in enumerate(symbols):
+            if not isinstance(x, str):
+                raise _C.ArgumentError(
+                    f"{where}[{i}] = {x!r}: expected a symbol (str), got {type(x).__name__} "
+                    "(give symbol ids as an int64 tensor, e.g. torch.tensor(ids))")
+        return torch.tensor(self._rec.encode_input(symbols), dtype=torch.int64)
 
     def accept(self, stream, inputs: Inputs) -> None:
         """Appends input: a list of input symbols (str, encoded with the checkpoint's
         vocabulary), int64 symbol ids ``[n]``, or float frames ``[n, F]``.
 
         Raises:
-            mona.ArgumentError (ValueError): a finished stream, inputs of the wrong kind,
-                symbols outside the vocabulary (all listed).
+            mona.ArgumentError (ValueError): a finished stream, inputs of the wrong kind
+                (symbols for an audio model, a list holding anything but str), symbols
+                outside the vocabulary (all listed).
         """
-        self._rec.accept(stream, self._tensor(inputs))
+        self._rec.accept(stream, self._tensor("accept", inputs))
 
     @property
     def takes_audio(self) -> bool:
@@ -167,7 +180,7 @@ class Recognizer:
 
     def recognize(self, inputs: Inputs) -> StreamResult:
         """Offline: accept everything, finish, decode to the end (the same code path)."""
-        return self._result(self._rec.recognize(self._tensor(inputs)))
+        return self._result(self._rec.recognize(self._tensor("recognize", inputs)))
 
 
 __all__ = ["Recognizer", "StreamResult"]

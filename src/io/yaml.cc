@@ -98,8 +98,10 @@ YAML::Node load_yaml(const std::string& path) { return parse_yaml(read_file(path
 
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
-  check(eq != std::string::npos, "override \"", assignment,
-        "\": expected key=value (e.g. train.batch_size=32), found no '='");
+  // The example is the key given, when there is one: `eval --set decode.beam` is shown
+  // decode.beam=VALUE, not a training key.
+  check(eq != std::string::npos, "override \"", assignment, "\": expected key=value (e.g. ",
+        trim(assignment).empty() ? std::string("train.batch_size=32") : trim(assignment) + "=VALUE", "), found no '='");
   const std::string key = trim(assignment.substr(0, eq));
   const std::string value_text = trim(assignment.substr(eq + 1));
   check(!key.empty(), "override \"", assignment, "\": empty key before '='");

@@ -195,6 +195,7 @@ std::string dotted(const std::vector<std::string>& path, const std::string& key)
 template <class T>
 const char* type_name() {
   if (std::is_same<T, bool>::value) return "a boolean";
+  if (std::is_integral<T>::value && std::is_unsigned<T>::value) return "an integer >= 0";
   if (std::is_integral<T>::value) return "an integer";
   if (std::is_floating_point<T>::value) return "a number";
   if (std::is_same<T, std::string>::value) return "a string";

@@ -738,7 +738,7 @@ TEST(GmmAttention, Errors) {
   expect_error([&] { run(g, bad_radius); }, "GmmOptions.radius: expected a finite value > 0, got 0");
   GmmOptions bad_width;
   bad_width.width = 0;
-  expect_error([&] { run(g, bad_width); }, "GmmOptions.width: expected c >= 1, got 0");
+  expect_error([&] { run(g, bad_width); }, "GmmOptions.width: expected a window width (c, 003 eq. 18) >= 1, got 0");
   expect_error(
       [&] {
         core::gmm_attention<double>(nullptr, var.data(), nullptr, nullptr, nullptr,

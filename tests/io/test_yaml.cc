@@ -113,6 +113,8 @@ TEST(ConfigIo, MalformedOverridesNameTheAssignment) {
   YAML::Node root = parse_yaml(kConfig, "cfg");
   const std::string before = mona::io::to_yaml_text(root);
   EXPECT_ERROR_CONTAINS(apply_override(root, "optim.lr"), "\"optim.lr\"", "no '='");
+  // The example given is the key the user wrote, not a key of another subcommand.
+  EXPECT_ERROR_CONTAINS(apply_override(root, "decode.beam"), "expected key=value (e.g. decode.beam=VALUE)");
   EXPECT_ERROR_CONTAINS(apply_override(root, "=3"), "\"=3\"", "empty key");
   EXPECT_ERROR_CONTAINS(apply_override(root, "optim..lr=3"), "\"optim..lr=3\"",
                         "empty component");

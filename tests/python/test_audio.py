@@ -114,6 +114,11 @@ def test_waveform_errors(audio_checkpoint, checkpoint):
     rec.accept_waveform(s, torch.zeros(100), 16000)
     with pytest.raises(ValueError, match="sample_rate"):
         rec.accept_waveform(s, torch.zeros(100), 8000)  # the rate changed within the stream
+    # Symbols for an audio model: it says the model takes audio (not "unknown symbol").
+    for call in (lambda: rec.accept(rec.create_stream(), ["low"]), lambda: rec.recognize(["low"])):
+        with pytest.raises(mona.ArgumentError, match="this model takes audio, not symbols: give samples to "
+                           "accept_waveform"):
+            call()
     sym = mona.Recognizer(checkpoint)
     assert not sym.takes_audio
     with pytest.raises(ValueError):

@@ -58,6 +58,16 @@ from conftest import random_p
     (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), None, 2), "mona.mocha_chunkwise: u: expected a tensor, got None"),
     (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), torch.rand(1, 2, 3), 2.5),
      "mona.mocha_chunkwise: w: expected an integer, got 2.5"),
+    # A list where a tensor goes: named (the dispatcher raised a RuntimeError with its schema)
+    (lambda: F.monotonic_alignment(torch.rand(2, 3, 6), in_lens=[6, 6]),
+     "mona.monotonic_alignment: in_lens: expected a tensor or None, got list [6, 6] (e.g. torch.tensor(...))"),
+    (lambda: mona.cb_sample([0.5, 0.5], torch.tensor([1])),
+     "mona.cb_sample_bb: logits: expected a tensor, got list [0.5, 0.5]"),
+    # A seed beyond 64 bits (TorchScript's int is int64: its message named no argument)
+    (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "bb", seed=2**64),
+     "mona.cb_sample: seed: expected a 64-bit seed in [-2**63, 2**64), got 18446744073709551616"),
+    (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "bb", seed=-2**63 - 1),
+     "mona.cb_sample: seed: expected a 64-bit seed in [-2**63, 2**64), got -9223372036854775809"),
     (lambda: F.monotonic_attention_step(torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3, 2),
                                         torch.rand(1, 3), "fixed", 2.5),
      "mona.monotonic_attention_step: w: expected an integer, got 2.5"),
@@ -68,6 +78,20 @@ def test_argument_errors_are_value_errors_with_monas_message(call, message):
     assert isinstance(info.value, ValueError)
     assert message in str(info.value)
     assert "Exception raised from" not in str(info.value)  # no C++ backtrace in the message
+
+
+def test_a_seed_is_read_modulo_2_to_the_64():
+    # cb_sample's documented seed range, [-2**63, 2**64): a seed and the same 64 bits read
+    # signed draw the same sample; the seed is not ignored (ten seeds draw more than one).
+    logits = torch.randn(4, 12, dtype=torch.float64)
+    k = torch.tensor([3, 5, 6, 1])
+
+    def draw(seed):
+        return mona.cb_sample(logits, k, "bb", seed=seed).positions
+
+    assert torch.equal(draw(-1), draw(2**64 - 1))
+    assert torch.equal(draw(-2**63), draw(2**63))
+    assert len({tuple(draw(s).flatten().tolist()) for s in range(10)}) > 1
 
 
 def test_raw_operators_raise_value_error_too():

@@ -54,6 +54,12 @@ def test_stream_errors(checkpoint):
         rec.accept(s, ["a", "zz"])
     with pytest.raises(mona.ArgumentError, match="list of symbols"):
         rec.accept(s, "abc")
+    # Ids belong in a tensor: a list holding one is named, not pybind's TypeError.
+    with pytest.raises(mona.ArgumentError, match=r"mona.Recognizer.accept: inputs\[1\] = 5: expected a symbol "
+                       r"\(str\), got int \(give symbol ids as an int64 tensor"):
+        rec.accept(s, ["a", 5])
+    with pytest.raises(mona.ArgumentError, match=r"mona.Recognizer.recognize: inputs\[0\] = 3"):
+        rec.recognize([3, 4])
     rec.input_finished(s)
     with pytest.raises(ValueError, match="input_finished"):
         rec.accept(s, ["a"])

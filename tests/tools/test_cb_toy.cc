@@ -160,7 +160,12 @@ TEST(CbToy, BadArgumentsGetOneLineErrors) {
   const struct {
     std::string args, expected;
   } cases[] = {
-      {"--estimators cb,bogus", "mona-cb-toy: error: --estimators: unknown estimator 'bogus'"},
+      {"--estimators cb,bogus", "mona-cb-toy: error: --estimators: unknown estimator 'bogus' (expected reinforce, cb,"},
+      // An empty list is not the default (all estimators), nor is an empty name skipped.
+      {"--estimators ''", "mona-cb-toy: error: --estimators: expected one or more of reinforce, cb,"},
+      {"--estimators cb,", "mona-cb-toy: error: --estimators: empty estimator name in 'cb,'"},
+      {"--estimators cb,,db", "mona-cb-toy: error: --estimators: empty estimator name in 'cb,,db'"},
+      {"--estimators cb,cb", "mona-cb-toy: error: --estimators: estimator 'cb' given twice in 'cb,cb'"},
       {"--T abc", "mona-cb-toy: error: --T: expected an integer in [1, 14], got abc"},
       {"--T 15", "--T: expected an integer in [1, 14], got 15"},
       {"--lr -1", "--lr: expected a finite number > 0, got -1"},

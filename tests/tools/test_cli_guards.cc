@@ -125,12 +125,18 @@ TEST(CliGuards, TrainRefusesADirectoryHoldingARunUnlessResumedOrOverwritten) {
 
 TEST(CliGuards, ThreadCountsBelowOneAreRefusedAndTooManyAreClamped) {
   const std::string ckpt = shared_checkpoint();
+  // A count below one is a command line that cannot be used: exit 2, as --beam -1.
   for (const char* bad : {"0", "-1"}) {
     const CliResult r = run_cli(std::string("--threads ") + bad + " decode " + ckpt + " abc");
-    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_EQ(lines(r.output), 1) << r.output;
-    EXPECT_TRUE(contains(r.output, std::string("mona: error: --threads: expected a number of threads >= 1, got ") +
-                                       bad)) << r.output;
+    EXPECT_TRUE(contains(r.output, std::string("mona: error: --threads: expected an integer >= 1, got ") + bad))
+        << r.output;
+  }
+  {
+    const CliResult r = run_cli("decode " + ckpt + " abc --beam -1");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, "mona: error: --beam: expected an integer >= 0, got -1")) << r.output;
   }
   const auto hardware = std::thread::hardware_concurrency();
   ASSERT_GT(hardware, 0u);
@@ -152,10 +158,11 @@ TEST(CliGuards, ThreadCountsBelowOneAreRefusedAndTooManyAreClamped) {
   // A count that int64 cannot hold is a usage error, not the largest count clamped.
   r = run_cli("--threads 99999999999999999999 decode " + ckpt + " abc");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected an integer, got 99999999999999999999")) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected an integer >= 1, got 99999999999999999999"))
+      << r.output;
   r = run_cli("decode --threads 0 " + ckpt + " abc");
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected a number of threads >= 1, got 0")) << r.output;
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: --threads: expected an integer >= 1, got 0")) << r.output;
 
   // The configuration key goes through the same check: clamped, and the effective value
   // is what the run records.

@@ -144,6 +144,45 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   r = run_cli("stream " + ckpt + " --audio " + (d / "dev0-8k.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(decoded(r.output), raw_8k) << "raw 8 kHz PCM on stdin against the same samples in a WAV file";
+  // Raw PCM cut inside its last sample (an odd byte, as when the recorder is killed): the
+  // whole samples are streamed as before, and the dropped byte is named on stderr.
+  {
+    std::ifstream in(d / "dev0.raw", std::ios::binary);
+    std::ofstream out(d / "dev0-odd.raw", std::ios::binary);
+    out << in.rdbuf() << '\x01';
+  }
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --rate 8000 < " + (d / "dev0-odd.raw"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    const std::string notice =
+        "mona: stdin: the last 1 byte makes no whole sample frame (1 channel of 16 bits) and was dropped\n";
+    std::string out = r.output;  // stdout and stderr together
+    const auto at = out.find(notice);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    EXPECT_EQ(decoded(out.erase(at, notice.size())), raw_8k) << "the same samples and one byte more";
+  }
+  // The stdin options are refused for a file (its header says what they would), and a WAV
+  // on stdin whose header contradicts a --rate or --channels given is refused before decoding.
+  for (const std::string option : {"--rate 8000", "--channels 2", "--format raw"}) {
+    r = run_cli("stream " + ckpt + " --audio " + (d / "dev0-8k.wav") + " " + option);
+    EXPECT_EQ(r.code, 1) << option << ": " << r.output;
+    EXPECT_NE(r.output.find("mona: error: " + option.substr(0, option.find(' ')) +
+                            ": applies to audio on stdin (--audio -); the file " + (d / "dev0-8k.wav")),
+              std::string::npos)
+        << option << ": " << r.output;
+  }
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --rate 16000 < " + (d / "dev0-8k.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: stdin: the WAV header gives 8000 Hz, --rate 16000"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("= "), std::string::npos) << "decoded before the refusal: " << r.output;
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --channels 2 < " + (d / "dev0-8k.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: stdin: the WAV header gives 1 channel, --channels 2"), std::string::npos)
+      << r.output;
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --rate 8000 < " + (d / "dev0-8k.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(decoded(r.output), raw_8k) << "a --rate that matches the WAV header";
   r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string wav_stdin = decoded(r.output);
@@ -184,11 +223,16 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(std::ifstream(d / "alignment.png").good());
 
-  // Errors name the file.
+  // A file that cannot be read is named and skipped; the others are transcribed, and the
+  // exit code is 1.
   { std::ofstream(d / "text.wav") << "not audio at all"; }
-  r = run_cli("transcribe " + ckpt + " " + (d / "text.wav"));
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find(d / "text.wav"), std::string::npos) << r.output;
+  r = run_cli("transcribe " + ckpt + " " + (d / "dev.tsv.0.wav") + " " + (d / "text.wav") + " " +
+              (d / "dev.tsv.1.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: skipping " + (d / "text.wav") + ": "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find((d / "dev.tsv.0.wav") + "\t"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find((d / "dev.tsv.1.wav") + "\t"), std::string::npos) << "the file after it: " << r.output;
+  EXPECT_NE(r.output.find("mona: 1 input skipped (see above)"), std::string::npos) << r.output;
 
   // The normalisation in the checkpoint: mean and 1 / std of every training frame,
   // recomputed here in double from the files (the trainer accumulates in double too:

@@ -184,6 +184,8 @@ TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
     expect_error([&] { with(assignment).validate(); }, message);
   }
   expect_error([] { with("train.max_steps=abc"); }, "--set train.max_steps=abc: train.max_steps: cannot read \"abc\" as an integer");
+  // An unsigned field says so: -1 is an integer, but not one it can hold.
+  expect_error([] { with("train.seed=-1"); }, "--set train.seed=-1: train.seed: cannot read \"-1\" as an integer >= 0");
   // An audio model's filterbank is checked too (a symbols model's is never read).
   const train::Config audio_config = train::config_from_yaml(
       io::parse_yaml("model: {input_kind: audio, features: {num_mel_bins: 2}}", "cfg.yaml"), "cfg.yaml");

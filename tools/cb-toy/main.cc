@@ -29,6 +29,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,13 +50,16 @@ namespace mn = mona::nn;
 const auto kD = torch::TensorOptions().dtype(torch::kDouble);
 const auto kL = torch::TensorOptions().dtype(torch::kLong);
 
+// The estimators the toy runs, in the table's order: the default of --estimators.
+const std::vector<std::string> kEstimators = {"reinforce", "cb",     "db",     "idb",   "idb-alt",
+                                              "bb",        "bb-alt", "st-idb", "st-bb", "exact"};
+
 struct Config {
   int64_t T = 10, C = 3, N = 32, M = 4, updates = 4000, seeds = 3, eval_n = 256, var_n = 64;
   double sigma = 1.0, lr = 0.05, temperature = 0.5;
   int64_t curve_every = 25;
   std::string out = "cb-toy-out";
-  std::vector<std::string> estimators = {"reinforce", "cb",     "db",     "idb",   "idb-alt",
-                                         "bb",        "bb-alt", "st-idb", "st-bb", "exact"};
+  std::vector<std::string> estimators = kEstimators;
 };
 
 // An estimator spec: the library estimator plus the direction (for "-alt").
@@ -74,6 +78,34 @@ Spec parse_spec(const std::string& s) {
   }
   sp.est = mn::parse_cb_estimator(base);
   return sp;
+}
+
+// "a, b, ..." of the names.
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// --estimators NAME,NAME,...: the names, each one of kEstimators once; an empty list or an
+// empty name is refused (an empty string would otherwise mean the default, all of them).
+std::vector<std::string> split_estimators(const std::string& list) {
+  if (list.empty()) throw std::invalid_argument("expected one or more of " + comma_list(kEstimators) + ", got \"\"");
+  std::vector<std::string> names;
+  std::stringstream ss(list + ",");  // a trailing ',' would otherwise pass unseen
+  std::string e;
+  while (std::getline(ss, e, ',')) {
+    if (std::find(kEstimators.begin(), kEstimators.end(), e) == kEstimators.end()) {
+      throw std::invalid_argument((e.empty() ? "empty estimator name in '" + list + "'"
+                                             : "unknown estimator '" + e + "'") +
+                                  " (expected " + comma_list(kEstimators) + ")");
+    }
+    if (std::find(names.begin(), names.end(), e) != names.end()) {
+      throw std::invalid_argument("estimator '" + e + "' given twice in '" + list + "'");
+    }
+    names.push_back(e);
+  }
+  return names;
 }
 
 struct Population {
@@ -395,8 +427,17 @@ int main(int argc, char** argv) {
   app.add_option("--lr", cfg.lr, "Adam learning rate")->check(number_above(0, false));
   app.add_option("--temperature", cfg.temperature, "relaxation temperature (st-*)")
       ->check(number_above(0, false));
-  app.add_option("--estimators", estimators,
-                 "comma-separated: reinforce, cb, db, idb, idb-alt, bb, bb-alt, st-idb, st-bb, exact");
+  app.add_option("--estimators", estimators, "comma-separated, any of: " + comma_list(kEstimators) + " (default: all)")
+      ->check(CLI::Validator(
+          [](std::string& list) -> std::string {
+            try {
+              split_estimators(list);
+              return "";
+            } catch (const std::invalid_argument& e) {
+              return e.what();
+            }
+          },
+          "LIST"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -408,12 +449,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (!estimators.empty()) {
-      cfg.estimators.clear();
-      std::stringstream ss(estimators);
-      std::string e;
-      while (std::getline(ss, e, ',')) cfg.estimators.push_back(e);
-    }
+    if (app.count("--estimators") > 0) cfg.estimators = split_estimators(estimators);
     if (quick) {
       cfg.T = std::min<int64_t>(cfg.T, 6);
       cfg.updates = 30;
@@ -424,15 +460,7 @@ int main(int argc, char** argv) {
       cfg.curve_every = 10;
     }
     std::vector<Spec> specs;
-    for (const auto& e : cfg.estimators) {
-      try {
-        specs.push_back(parse_spec(e));
-      } catch (const mona::Error&) {
-        throw std::runtime_error("--estimators: unknown estimator '" + e +
-                                 "' (expected reinforce, cb, db, idb, idb-alt, bb, bb-alt, "
-                                 "st-idb, st-bb or exact)");
-      }
-    }
+    for (const auto& e : cfg.estimators) specs.push_back(parse_spec(e));
     torch::set_num_threads(1);
     std::filesystem::create_directories(cfg.out);
 

@@ -247,7 +247,7 @@ void add_global(CLI::App& app, GlobalArgs& a) {
       "that many inputs at once, decode, stream and transcribe run operators on that many; more than "
       "the machine's hardware threads are clamped to them (default: the config's train.threads for "
       "training, 2 for eval, 1 otherwise)")
-      ->check(mona::tools::integer());  // one that int64 cannot hold is no clamped count
+      ->check(mona::tools::integer_in(1));  // a bad count is a usage error (exit 2), as --beam -1 is
 }
 
 // --threads when given (clamped to the machine's, with a notice on stderr); 0 when not given.
@@ -513,6 +513,7 @@ struct StreamArgs {
   std::string format = "auto";   // stdin: auto (WAV if it starts with RIFF, else raw) | wav | raw
   bool long_form = false;        // decode.eos_only_after_input, or eos_only_at_last_entry (p_eos models)
   std::vector<const CLI::Option*> audio_only;  // the options above but --audio: refused for symbol models
+  const CLI::Option *rate_opt = nullptr, *channels_opt = nullptr, *format_opt = nullptr;  // stdin only
 };
 
 CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
@@ -525,16 +526,23 @@ CLI::App* add_stream(CLI::App& app, StreamArgs& a) {
   cmd->add_option("--audio", a.audio,
                   "audio models: an audio file (WAV, FLAC, OGG), or '-' for PCM on stdin (WAV, or raw s16le "
                   "at --rate and --channels)");
-  a.audio_only.push_back(
-      cmd->add_option("--rate", a.rate, "raw PCM on stdin: sample rate in Hz")
-          ->check(mona::tools::integer_in(1, std::numeric_limits<int>::max())));
-  a.audio_only.push_back(cmd->add_option("--channels", a.channels, "raw PCM on stdin: interleaved channels")
-                             ->check(mona::tools::integer_in(1, kMaxChannels)));
+  a.rate_opt = cmd->add_option("--rate", a.rate,
+                               "raw PCM on stdin: sample rate in Hz (default 16000; a WAV header on stdin gives "
+                               "its own, which a --rate given must match)")
+                   ->check(mona::tools::integer_in(1, std::numeric_limits<int>::max()));
+  a.channels_opt = cmd->add_option("--channels", a.channels,
+                                   "raw PCM on stdin: interleaved channels, mixed down to mono (default 1; a WAV "
+                                   "header on stdin gives its own, which a --channels given must match)")
+                       ->check(mona::tools::integer_in(1, kMaxChannels));
+  a.audio_only.push_back(a.rate_opt);
+  a.audio_only.push_back(a.channels_opt);
   a.audio_only.push_back(cmd->add_option("--chunk-ms", a.chunk_ms,
                                          "audio: milliseconds of audio per accept_waveform call, at most one minute")
                              ->check(mona::tools::number_in(0, 60000)));
-  a.audio_only.push_back(cmd->add_option("--format", a.format, "audio on stdin: auto | wav | raw")
-                             ->check(CLI::IsMember({"auto", "wav", "raw"})));
+  a.format_opt = cmd->add_option("--format", a.format,
+                                 "audio on stdin: auto (WAV when it starts with RIFF, else raw s16le) | wav | raw")
+                     ->check(CLI::IsMember({"auto", "wav", "raw"}));
+  a.audio_only.push_back(a.format_opt);
   a.audio_only.push_back(cmd->add_flag(
       "--long-form", a.long_form,
       "no </s> before the input ends (decode.eos_only_after_input; for a model trained with 003's EOS "
@@ -550,6 +558,10 @@ class AudioSource {
  public:
   explicit AudioSource(const StreamArgs& a) : rate_(a.rate), channels_(a.channels) {
     if (a.audio != "-") {
+      for (const CLI::Option* o : {a.rate_opt, a.channels_opt, a.format_opt}) {  // else silently ignored
+        mona::detail::check(o->count() == 0, o->get_name(), ": applies to audio on stdin (--audio -); the file ",
+                            a.audio, " gives its own format, rate and channels in its header");
+      }
       const mona::audio::Waveform w = mona::audio::read_audio(a.audio);
       file_ = w.samples;
       rate_ = w.sample_rate;
@@ -581,6 +593,12 @@ class AudioSource {
         mona::detail::check_data(format == 1 && bits == 16 && channels_ > 0 && rate_ > 0,
                                  "stdin: WAV: only 16-bit PCM is read from a pipe (format ", format, ", ", bits,
                                  " bits); convert it, or give it as a file with --audio FILE");
+        // A --rate or --channels given for this stream must be what its header says.
+        mona::detail::check_data(a.rate_opt->count() == 0 || a.rate == rate_, "stdin: the WAV header gives ", rate_,
+                                 " Hz, --rate ", a.rate, ": leave --rate out, or give the audio's rate");
+        mona::detail::check_data(a.channels_opt->count() == 0 || a.channels == channels_, "stdin: the WAV header gives ",
+                                 channels_, channels_ == 1 ? " channel" : " channels", ", --channels ", a.channels,
+                                 ": leave --channels out, or give the audio's channels");
         skip(size - 16 + (size & 1));
       } else {
         skip(size + (size & 1));
@@ -588,6 +606,9 @@ class AudioSource {
     }
   }
   int sample_rate() const { return rate_; }
+  int channels() const { return channels_; }
+  // Raw PCM on stdin: the bytes at its end that made no whole sample frame (2 bytes per channel).
+  size_t dropped_bytes() const { return dropped_bytes_; }
   const std::string& name() const { return name_; }
   // Up to n mono samples (fewer at the end; none when the source is exhausted).
   std::vector<float> read(size_t n) {
@@ -601,7 +622,11 @@ class AudioSource {
     std::vector<int16_t> raw(n * static_cast<size_t>(channels_));
     std::cin.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size() * 2));
     if (std::ferror(stdin)) throw mona::DataError(std::string("stdin: read failed: ") + std::strerror(errno));
-    const size_t frames = static_cast<size_t>(std::cin.gcount()) / (2 * static_cast<size_t>(channels_));
+    const size_t frame_bytes = 2 * static_cast<size_t>(channels_);
+    const size_t frames = static_cast<size_t>(std::cin.gcount()) / frame_bytes;
+    // A short read is the end of stdin (read() waits for all n otherwise): bytes past the
+    // last whole sample frame are dropped, and run_stream_audio says so.
+    dropped_bytes_ += static_cast<size_t>(std::cin.gcount()) % frame_bytes;
     std::vector<float> out(frames);
     for (size_t f = 0; f < frames; ++f) {
       float sum = 0;
@@ -628,6 +653,7 @@ class AudioSource {
   std::string name_;
   std::vector<float> file_;
   size_t position_ = 0;
+  size_t dropped_bytes_ = 0;
 };
 
 // Audio models: feeds the source chunk by chunk (Recognizer::accept_waveform), decodes after
@@ -671,6 +697,12 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
     received += static_cast<int64_t>(samples.size());
     largest_held = std::max(largest_held, s->memory_held());
     show(false);
+  }
+  if (source.dropped_bytes() > 0) {
+    std::cerr << "mona: " << source.name() << ": the last " << source.dropped_bytes()
+              << (source.dropped_bytes() == 1 ? " byte makes" : " bytes make") << " no whole sample frame ("
+              << source.channels() << (source.channels() == 1 ? " channel" : " channels")
+              << " of 16 bits) and " << (source.dropped_bytes() == 1 ? "was" : "were") << " dropped\n";
   }
   mona::detail::check_data(received > 0, source.name(), ": no audio samples to stream");
   const auto t0 = std::chrono::steady_clock::now();
@@ -752,7 +784,8 @@ struct TranscribeArgs {
 };
 
 CLI::App* add_transcribe(CLI::App& app, TranscribeArgs& a) {
-  auto* cmd = app.add_subcommand("transcribe", "audio models: transcribe audio files, one line per file");
+  auto* cmd = app.add_subcommand("transcribe", "audio models: transcribe audio files, one line per file (a file that cannot be read "
+                                              "is named on stderr and skipped: exit code 1 after the others)");
   cmd->add_option("CHECKPOINT", a.checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("FILE", a.files, "audio files (WAV, FLAC, OGG; any rate, mixed down to mono)")->required();
   cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
@@ -768,9 +801,17 @@ int run_transcribe(const TranscribeArgs& a) {
   mona::detail::check(t.takes_audio(), "transcribe: ", a.checkpoint, " takes ", t.config.model.input_kind,
                       ", not audio (use mona decode)");
   mona::stream::Recognizer rec(t.model, search_options(t, a.beam));
+  int64_t skipped = 0;
   for (const auto& file : a.files) {
-    const mona::audio::Waveform w = mona::audio::read_audio(file);
-    const auto r = rec.recognize_waveform(w.samples, w.sample_rate);
+    mona::stream::StreamResult r;
+    try {  // a file that cannot be read (missing, corrupt, NaN samples) is named and skipped
+      const mona::audio::Waveform w = mona::audio::read_audio(file);
+      r = rec.recognize_waveform(w.samples, w.sample_rate);
+    } catch (const mona::DataError& e) {
+      std::cerr << "mona: skipping " << file << ": " << first_line(e.what()) << "\n";
+      ++skipped;
+      continue;
+    }
     const auto words = t.decode_output(r.tokens);
     if (a.as_json) {
       nlohmann::json j{{"file", file}, {"text", join(words)}, {"tokens", words}, {"times_ms", r.times_ms}};
@@ -780,7 +821,7 @@ int run_transcribe(const TranscribeArgs& a) {
     }
     check_stdout();
   }
-  return 0;
+  return skipped_inputs(skipped);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ struct GmmOptions {
   void validate() const {
     detail::check(std::isfinite(radius) && radius > 0.0,
                   "GmmOptions.radius: expected a finite value > 0, got ", radius);
-    detail::check(width >= 1, "GmmOptions.width: expected c >= 1, got ", width);
+    detail::check(width >= 1, "GmmOptions.width: expected a window width (c, 003 eq. 18) >= 1, got ", width);
   }
   /// E.g. "GmmOptions(window=adaptive, radius=2)".
   std::string ToString() const;
