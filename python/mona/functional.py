@@ -22,6 +22,7 @@ Inside TorchScript call ``torch.ops.mona.<name>`` directly (same arguments); err
 arrive as the interpreter's exceptions, with mona's message inside.
 """
 
+import numbers
 import operator
 from typing import NamedTuple, Optional
 
@@ -42,33 +43,86 @@ def _call(op, *args):
         raise
     except ValueError as e:
         raise ArgumentError(str(e)) from None
-    except RuntimeError:
-        # The dispatcher's own errors: None for a required tensor ("tensor does not have a
-        # device", naming nothing), or a list where a tensor goes (a paragraph of schema).
-        # Named here, from the operator's schema, on the error path only.
-        schema = op.default._schema
-        fn = f"mona.{schema.name.split('::')[-1]}"
-        for argument, value in zip(schema.arguments, args):
-            kind = argument.type.kind()
-            optional = kind == "OptionalType" and argument.type.getElementType().kind() == "TensorType"
-            if kind != "TensorType" and not optional:
-                continue
-            if value is None and not optional:
-                raise ArgumentError(f"{fn}: {argument.name}: expected a tensor, got None") from None
-            if value is not None and not isinstance(value, Tensor):
-                raise ArgumentError(f"{fn}: {argument.name}: expected a tensor{' or None' if optional else ''}, "
-                                    f"got {type(value).__name__} {value!r} (e.g. torch.tensor(...))") from None
+    except (RuntimeError, NotImplementedError):
+        # The dispatcher's own errors, raised before mona's checks run: None for a required
+        # tensor ("tensor does not have a device", naming nothing), a value of the wrong
+        # type or an int beyond int64 (a paragraph of schema), a tensor on another device
+        # (NotImplementedError for its backend). Named here, from the operator's schema, on
+        # the error path only.
+        problem = _schema_mismatch(op.default._schema, args)
+        if problem is not None:
+            raise ArgumentError(problem) from None
         raise
 
 
-def _integer(fn: str, name: str, value) -> int:
-    # An int argument as an int: a float such as 2.7 is refused (int() would make it 2).
+def _shown(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _schema_mismatch(schema, args) -> Optional[str]:
+    # The first argument the operator's schema cannot take, as mona's message; None if all fit.
+    fn = f"mona.{schema.name.split('::')[-1]}"
+    for argument, value in zip(schema.arguments, args):
+        kind = argument.type.kind()
+        optional = kind == "OptionalType"
+        if optional:
+            if value is None:
+                continue
+            kind = argument.type.getElementType().kind()
+        where = f"{fn}: {argument.name}"
+        if kind == "TensorType":
+            if value is None:
+                return f"{where}: expected a tensor, got None"
+            if not isinstance(value, Tensor):
+                return (f"{where}: expected a tensor{' or None' if optional else ''}, got {_shown(value)} "
+                        "(e.g. torch.tensor(...))")
+            if value.device.type != "cpu" or value.layout != torch.strided or value.is_quantized:
+                return (f"{where}: expected a dense CPU tensor, got device {value.device}, layout {value.layout}"
+                        f"{', quantized' if value.is_quantized else ''}")
+        elif kind == "IntType":
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"{where}: expected an integer, got {_shown(value)}"
+            if not -2**63 <= value < 2**63:
+                return f"{where}: expected an integer in [-2**63, 2**63), got {value}"
+        elif kind == "FloatType":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return f"{where}: expected a number, got {_shown(value)}"
+        elif kind == "StringType":
+            if not isinstance(value, str):
+                return f"{where}: expected a string, got {_shown(value)}"
+    return None
+
+
+def _number(fn: str, name: str, value) -> float:
+    # A float argument as a float (numpy's scalars too): a str such as "0.5", or None, is
+    # refused naming it (float() would parse the one and raise a bare TypeError for the other).
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentError(f"{fn}: {name}: expected a number, got {_shown(value)}")
+    return float(value)
+
+
+def _bound(n: int) -> str:
+    # 2**63 rather than 9223372036854775808 in messages.
+    for e in (31, 63, 64):
+        if abs(n) == 2**e:
+            return f"{'-' if n < 0 else ''}2**{e}"
+    return str(n)
+
+
+def _integer(fn: str, name: str, value, lo: int = -2**63, hi: int = 2**63) -> int:
+    # An int argument as an int in [lo, hi) (by default int64, what the operators take): a
+    # float such as 2.7 is refused (int() would make it 2), and so is an int that the
+    # operator's int64 cannot hold (the dispatcher's message named no argument).
     if isinstance(value, bool):
         raise ArgumentError(f"{fn}: {name}: expected an integer, got {value!r}")
     try:
-        return operator.index(value)
+        value = operator.index(value)
     except TypeError:
         raise ArgumentError(f"{fn}: {name}: expected an integer, got {value!r}") from None
+    if not lo <= value < hi:
+        raise ArgumentError(f"{fn}: {name}: expected an integer in [{_bound(lo)}, {_bound(hi)}), got {value}")
+    return value
 
 
 def monotonic_alignment(p_choose: Tensor, in_lens: Optional[Tensor] = None,
@@ -266,7 +320,7 @@ def monotonic_attention_step(energy: Tensor, alpha_prev: Tensor, values: Tensor,
         chunk_energy: u_i like ``energy``; required by "fixed" and "adaptive", ``None`` under
             "none".
         rule: "none", "fixed" or "adaptive".
-        w: the chunk size of "fixed" (>= 1).
+        w: the chunk size of "fixed" (>= 1; read only under "fixed").
         noise: pre-sigmoid noise like ``energy`` (e.g. ``torch.randn_like(energy)`` in
             training, 002 sec. 2.5), or ``None``; not differentiated.
         noise_std: its scale.
@@ -279,7 +333,8 @@ def monotonic_attention_step(energy: Tensor, alpha_prev: Tensor, values: Tensor,
 
     Raises:
         mona.ArgumentError (ValueError): shapes, dtypes, a chunk energy given or missing
-        against ``rule``, w < 1, an unknown rule; p outside [0, 1] (a NaN energy).
+        against ``rule``, w < 1 under "fixed", an unknown rule; p outside [0, 1] (a NaN
+        energy).
     """
     w = _integer("mona.monotonic_attention_step", "w", w)
     return MonotonicStep(*_call(_ops.monotonic_attention_step, energy, noise, noise_std, alpha_prev,
@@ -319,7 +374,8 @@ def gmm_attention_weights(mu: Tensor, variance: Tensor, weights: Optional[Tensor
             bad lengths.
     """
     return _call(_ops.gmm_attention_weights, mu, variance, weights, nu, delta, window,
-                 float(radius), _integer("mona.gmm_attention_weights", "width", width), in_lens, out_lens)
+                 _number("mona.gmm_attention_weights", "radius", radius),
+                 _integer("mona.gmm_attention_weights", "width", width), in_lens, out_lens)
 
 
 def gmm_length_penalty(mu: Tensor, nu: Optional[Tensor], lambda_: float,
@@ -337,7 +393,8 @@ def gmm_length_penalty(mu: Tensor, nu: Optional[Tensor], lambda_: float,
     Raises:
         mona.ArgumentError (ValueError): shapes, dtypes, lambda_ negative, bad lengths.
     """
-    return _call(_ops.gmm_length_penalty, mu, nu, float(lambda_), in_lens, out_lens)
+    return _call(_ops.gmm_length_penalty, mu, nu, _number("mona.gmm_length_penalty", "lambda_", lambda_),
+                 in_lens, out_lens)
 
 
 def poisson_binomial_log_prob(logits: Tensor, k: Tensor,
@@ -452,11 +509,9 @@ def cb_sample(logits: Tensor, k: Tensor, sampler: str = "bb", seed: int = 0,
             :func:`poisson_binomial_log_prob`.
     """
     ops = {"idb": _ops.cb_sample_idb, "bb": _ops.cb_sample_bb, "db": _ops.cb_sample_db}
-    if sampler not in ops:
+    if not isinstance(sampler, str) or sampler not in ops:
         raise ArgumentError(f"mona.cb_sample: sampler: expected 'idb', 'bb' or 'db', got {sampler!r}")
-    seed = _integer("mona.cb_sample", "seed", seed)
-    if not -2**63 <= seed < 2**64:
-        raise ArgumentError(f"mona.cb_sample: seed: expected a 64-bit seed in [-2**63, 2**64), got {seed}")
+    seed = _integer("mona.cb_sample", "seed", seed, hi=2**64)
     if seed >= 2**63:  # the operator's int is int64: the same 64 bits, read as signed
         seed -= 2**64
     return CbSample(*_call(ops[sampler], logits, k, seed, in_lens))

@@ -92,10 +92,7 @@ def _checked(who: str, **options):
         if name in _INTEGER_OPTIONS:
             checked[name] = F._integer(who, name, value)
         else:
-            try:
-                checked[name] = float(value)
-            except (TypeError, ValueError):
-                raise ArgumentError(f"{who}: {name}: expected a number, got {value!r}") from None
+            checked[name] = F._number(who, name, value)
     check_attention_options(who, checked)
     return tuple(checked.values())
 

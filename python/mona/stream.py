@@ -62,9 +62,7 @@ class Recognizer:
 
     def __init__(self, checkpoint: str, beam: Optional[int] = None):
         if beam is not None:
-            beam = _integer("mona.Recognizer", "beam", beam)
-            if beam < 0:
-                raise _C.ArgumentError(f"mona.Recognizer: beam: expected >= 0, got {beam}")
+            beam = _integer("mona.Recognizer", "beam", beam, lo=0)
         self._rec = _C.Recognizer(str(checkpoint), -1 if beam is None else beam)
 
     @property
@@ -139,11 +137,11 @@ class Recognizer:
                 stream, sample_rate <= 0 or changed within the stream, samples not 1-d.
         """
         self._rec.accept_waveform(stream, torch.as_tensor(samples),
-                                  _integer("mona.Recognizer.accept_waveform", "sample_rate", sample_rate))
+                                  _integer("mona.Recognizer.accept_waveform", "sample_rate", sample_rate, lo=1, hi=2**31))
 
     def recognize_waveform(self, samples, sample_rate: int) -> "StreamResult":
         """Offline, audio models: :meth:`accept_waveform` of all of it, finish, decode."""
-        rate = _integer("mona.Recognizer.recognize_waveform", "sample_rate", sample_rate)
+        rate = _integer("mona.Recognizer.recognize_waveform", "sample_rate", sample_rate, lo=1, hi=2**31)
         return self._result(self._rec.recognize_waveform(torch.as_tensor(samples), rate))
 
     def decode_streams(self, streams) -> None:

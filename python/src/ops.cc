@@ -32,6 +32,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <stdexcept>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -436,6 +437,11 @@ core::GmmOptions gmm_options(c10::string_view window, double radius, int64_t wid
   }
   o.radius = radius;
   o.width = width;
+  try {  // GmmOptions' own rule, its message prefixed with the operator's name
+    o.validate();
+  } catch (const std::invalid_argument& e) {
+    mona::detail::fail("mona.gmm_attention_weights: ", e.what());
+  }
   return o;
 }
 

@@ -139,7 +139,7 @@ inline at::Tensor check_lengths(const at::Tensor& lens, const char* fn, const ch
   MONA_CHECK(lens.dim() == 1 && lens.size(0) == batch, fn, ": ", name,
               ": expected shape [B] = [", batch, "], got ", lens.sizes());
   MONA_CHECK(lens.scalar_type() == at::kLong || lens.scalar_type() == at::kInt, fn, ": ",
-              name, ": expected an integer dtype (int64), got ", lens.scalar_type());
+              name, ": expected dtype int64 (or int32), got ", lens.scalar_type());
   at::Tensor l = lens.to(at::kLong).contiguous();
   const int64_t* v = l.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {

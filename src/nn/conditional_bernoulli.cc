@@ -366,8 +366,9 @@ at::Tensor cb_db_step_log_probs(const at::Tensor& logits, const at::Tensor& orde
   const char* fn = "mona::nn::cb_db_step_log_probs";
   const auto c = check_logits_k(logits, k, in_lens, fn);
   const int64_t K = max_of(c.k);
-  MONA_CHECK(order.defined() && order.device().is_cpu() && order.scalar_type() == at::kLong,
-              fn, ": order: expected a defined int64 CPU tensor");
+  MONA_CHECK(order.defined(), fn, ": order: expected a defined int64 CPU tensor");
+  MONA_CHECK(order.device().is_cpu() && order.scalar_type() == at::kLong, fn,
+             ": order: expected a defined int64 CPU tensor, got ", order.scalar_type(), " on ", order.device());
   MONA_CHECK(order.dim() == 2 && order.size(0) == logits.size(0) && order.size(1) == K, fn,
               ": order: expected sizes [B, K] = [", logits.size(0), ", ", K,
               "] (K = max k), got ", order.sizes());

@@ -114,7 +114,7 @@ TEST(GmmFunctional, InLensAreCheckedBeforeTheyFixT) {
                "9223372036854775807], got -3");
   const auto float_lens = torch::tensor({2.5}, torch::kDouble);
   expect_error([&] { nn::gmm_attention_weights(mu, var, {}, {}, {}, {}, float_lens); },
-               "mona::nn::gmm_attention_weights: in_lens: expected an integer dtype (int64), "
+               "mona::nn::gmm_attention_weights: in_lens: expected dtype int64 (or int32), "
                "got Double");
   expect_error([&] { nn::gmm_length_penalty(mu, {}, 0.5, torch::tensor({3, 4})); },
                "mona::nn::gmm_length_penalty: in_lens: expected shape [B] = [1], got [2]");

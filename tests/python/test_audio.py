@@ -119,6 +119,12 @@ def test_waveform_errors(audio_checkpoint, checkpoint):
         with pytest.raises(mona.ArgumentError, match="this model takes audio, not symbols: give samples to "
                            "accept_waveform"):
             call()
+    # A rate the binding's int cannot hold: named (it was pybind's TypeError)
+    with pytest.raises(mona.ArgumentError, match=r"mona.Recognizer.accept_waveform: sample_rate: expected an "
+                       r"integer in \[1, 2\*\*31\), got 2147483648"):
+        rec.accept_waveform(rec.create_stream(), torch.zeros(10), 2**31)
+    with pytest.raises(mona.ArgumentError, match=r"mona.Recognizer: beam: expected an integer in \[0, 2\*\*63\)"):
+        mona.Recognizer(audio_checkpoint, beam=2**63)
     sym = mona.Recognizer(checkpoint)
     assert not sym.takes_audio
     with pytest.raises(ValueError):

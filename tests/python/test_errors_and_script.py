@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import mona
+import mona.compat.fairseq
 import mona.functional as F
 from conftest import random_p
 
@@ -63,11 +64,51 @@ from conftest import random_p
      "mona.monotonic_alignment: in_lens: expected a tensor or None, got list [6, 6] (e.g. torch.tensor(...))"),
     (lambda: mona.cb_sample([0.5, 0.5], torch.tensor([1])),
      "mona.cb_sample_bb: logits: expected a tensor, got list [0.5, 0.5]"),
+    # The dispatcher's own refusals, named: an int beyond int64, a value of the wrong type,
+    # a tensor on another device or layout (they were RuntimeError, NotImplementedError or
+    # a builtin error naming no argument).
+    (lambda: F.mocha_chunkwise(torch.rand(1, 2, 3), torch.rand(1, 2, 3), -2**70),
+     "mona.mocha_chunkwise: w: expected an integer in [-2**63, 2**63), got -1180591620717411303424"),
+    (lambda: F.monotonic_attention_step(torch.randn(1, 3), torch.rand(1, 3), torch.randn(1, 3, 2), rule=None),
+     "mona.monotonic_attention_step: rule: expected a string, got NoneType None"),
+    (lambda: F.monotonic_attention_step(torch.randn(1, 3), torch.rand(1, 3), torch.randn(1, 3, 2),
+                                        noise=torch.randn(1, 3), noise_std="x"),
+     "mona.monotonic_attention_step: noise_std: expected a number, got str 'x'"),
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1) + 0.5, in_lens=torch.tensor([3]),
+                                     window=None),
+     "mona.gmm_attention_weights: window: expected a string, got NoneType None"),
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1) + 0.5, in_lens=torch.tensor([3]),
+                                     radius="abc"),
+     "mona.gmm_attention_weights: radius: expected a number, got str 'abc'"),
+    (lambda: F.gmm_length_penalty(torch.rand(1, 2, 1), None, None, torch.tensor([3])),
+     "mona.gmm_length_penalty: lambda_: expected a number, got NoneType None"),
+    (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), []),
+     "mona.cb_sample: sampler: expected 'idb', 'bb' or 'db', got []"),
+    (lambda: F.masked_softmax(torch.rand(1, 2, 3, device="meta")),
+     "mona.masked_softmax: e: expected a dense CPU tensor, got device meta, layout torch.strided"),
+    (lambda: F.masked_softmax(torch.rand(1, 2, 3).to_sparse()),
+     "mona.masked_softmax: e: expected a dense CPU tensor, got device cpu, layout torch.sparse_coo"),
+    (lambda: F.monotonic_alignment(torch.rand(1, 2, 3), torch.tensor([3], device="meta")),
+     "mona.monotonic_alignment: in_lens: expected a dense CPU tensor, got device meta"),
+    (lambda: mona.nn.MochaAttention(4, 4, 4, chunk_size=2**63),
+     "MochaAttention: chunk_size: expected an integer in [-2**63, 2**63), got 9223372036854775808"),
+    (lambda: mona.nn.MonotonicAttention(4, 4, 4, init_r="-1"),
+     "MonotonicAttention: init_r: expected a number, got str '-1'"),
+    # Messages that name what they refuse
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1) + 0.5, in_lens=torch.tensor([3]),
+                                     window="adaptive", radius=0),
+     "mona.gmm_attention_weights: GmmOptions.radius: expected a finite value > 0, got 0"),
+    (lambda: F.cb_db_step_log_probs(torch.randn(1, 3), torch.tensor([[1]], dtype=torch.int32), torch.tensor([1])),
+     "cb_db_step_log_probs: order: expected a defined int64 CPU tensor, got Int on cpu"),
+    (lambda: F.monotonic_alignment(torch.rand(1, 2, 3), torch.tensor([3], dtype=torch.int16)),
+     "monotonic_alignment: in_lens: expected dtype int64 (or int32), got Short"),
+    (lambda: mona.compat.fairseq.expected_alignment_from_p_choose(torch.rand(1, 2, 3), [[False] * 3]),
+     "expected_alignment_from_p_choose: padding_mask: expected a bool tensor [bsz, src_len] or None, got list"),
     # A seed beyond 64 bits (TorchScript's int is int64: its message named no argument)
     (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "bb", seed=2**64),
-     "mona.cb_sample: seed: expected a 64-bit seed in [-2**63, 2**64), got 18446744073709551616"),
+     "mona.cb_sample: seed: expected an integer in [-2**63, 2**64), got 18446744073709551616"),
     (lambda: mona.cb_sample(torch.randn(1, 3), torch.tensor([1]), "bb", seed=-2**63 - 1),
-     "mona.cb_sample: seed: expected a 64-bit seed in [-2**63, 2**64), got -9223372036854775809"),
+     "mona.cb_sample: seed: expected an integer in [-2**63, 2**64), got -9223372036854775809"),
     (lambda: F.monotonic_attention_step(torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3, 2),
                                         torch.rand(1, 3), "fixed", 2.5),
      "mona.monotonic_attention_step: w: expected an integer, got 2.5"),

@@ -50,6 +50,9 @@ def _check(p_choose: Tensor, padding_mask: Optional[Tensor], fn: str) -> None:
         raise ArgumentError(f"{fn}: p_choose: expected 3 dims [bsz, tgt_len, src_len], got {shape}")
     if padding_mask is not None:
         bsz, _, src_len = p_choose.shape
+        if not isinstance(padding_mask, Tensor):
+            raise ArgumentError(f"{fn}: padding_mask: expected a bool tensor [bsz, src_len] or None, "
+                                f"got {type(padding_mask).__name__}")
         if padding_mask.shape != (bsz, src_len):
             raise ArgumentError(
                 f"{fn}: padding_mask: expected sizes [bsz, src_len] = [{bsz}, {src_len}], "
