@@ -82,7 +82,13 @@ void check_unique_keys(const YAML::Node& node, const std::string& source_name, c
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source_name) {
   try {
-    YAML::Node root = YAML::Load(text);
+    // One document: a second one ("---" and more) would otherwise be dropped unread.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      fail_data(source_name, ": expected one YAML document, found ", documents.size(),
+                " (separated by '---'); put every setting in one mapping");
+    }
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     check_unique_keys(root, source_name, "");
     return root;
   } catch (const YAML::ParserException& e) {

@@ -28,6 +28,9 @@ void AttentionOptions::validate(const char* who) const {
   MONA_CHECK(query_dim > 0, who, ": query_dim must be > 0, got ", query_dim);
   MONA_CHECK(memory_dim > 0, who, ": memory_dim must be > 0, got ", memory_dim);
   MONA_CHECK(attention_dim >= 0, who, ": attention_dim must be >= 0, got ", attention_dim);
+  MONA_CHECK(query_dim <= kMaxModelSize && memory_dim <= kMaxModelSize && attention_dim <= kMaxModelSize, who,
+             ": query_dim, memory_dim and attention_dim must be <= ", kMaxModelSize, ", got ", query_dim, ", ",
+             memory_dim, " and ", attention_dim);
   MONA_CHECK(energy == "additive" || energy == "dot", who,
               ": energy must be \"additive\" or \"dot\", got \"", energy, "\"");
   MONA_CHECK(monotonic_energy == "additive" || monotonic_energy == "dot", who,

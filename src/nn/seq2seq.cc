@@ -95,6 +95,18 @@ void ModelOptions::validate() const {
   MONA_CHECK(ctc_weight >= 0 && ctc_weight < 1, w, ": ctc_weight must lie in [0, 1), got ", ctc_weight);
   MONA_CHECK(find_mechanism(attention) != nullptr, w, ": attention must be one of ",
              mechanism_names(), "; got \"", attention, "\"");
+  // Upper bounds: the layers' sizes are products of these (an LSTM's input is
+  // (lookahead + 1) x its embedding), which overflowed int64 or exhausted memory in LibTorch
+  // without naming the option.
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"input_vocab", input_vocab},         {"output_vocab", output_vocab},   {"embedding_dim", embedding_dim},
+      {"feature_dim", feature_dim},         {"conv_channels", conv_channels}, {"encoder_hidden", encoder_hidden},
+      {"projection_dim", projection_dim},   {"decoder_embedding_dim", decoder_embedding_dim},
+      {"decoder_hidden", decoder_hidden},   {"encoder_layers", encoder_layers}};
+  for (const auto& [name, value] : sizes) {
+    MONA_CHECK(value <= kMaxModelSize, w, ": ", name, " must be <= ", kMaxModelSize, ", got ", value);
+  }
+  MONA_CHECK(lookahead <= kMaxLookahead, w, ": lookahead must be <= ", kMaxLookahead, ", got ", lookahead);
 }
 
 // ---------------------------------------------------------------------------------------

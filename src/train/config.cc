@@ -38,12 +38,16 @@ struct Range {
   bool contains(double v) const {
     return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
   }
-  // "must be >= 1", "must lie in (0, 1]"
-  std::string requirement() const {
+  // "must be >= 1", "must be finite and > 0" (a floating field: inf is refused too), "must lie
+  // in (0, 1]"
+  std::string requirement(bool floating = false) const {
     std::ostringstream s;
-    if (std::isinf(hi)) {
-      s << "must be " << (std::isinf(lo) ? "finite" : lo_open ? "> " : ">= ");
-      if (!std::isinf(lo)) detail::put(s, lo);
+    if (std::isinf(hi)) {  // hi_open: infinity itself is refused, and the message says so
+      s << "must be " << (std::isinf(lo) ? "finite" : floating && hi_open ? "finite and " : "");
+      if (!std::isinf(lo)) {
+        s << (lo_open ? "> " : ">= ");
+        detail::put(s, lo);
+      }
     } else {
       s << "must lie in " << (lo_open ? "(" : "[");
       detail::put(s, lo);
@@ -138,7 +142,8 @@ void visit_config(C& c, V& v) {
     v.field("threads", r.threads);  // >= 1, checked (and clamped) by usable_threads
     v.field("batch_size", r.batch_size, Range::at_least(1));
     v.field("max_steps", r.max_steps, Range::at_least(0));
-    v.field("max_minutes", r.max_minutes, Range::at_least(0));
+    // At most a million years: the run's time budget in seconds must be a finite double.
+    v.field("max_minutes", r.max_minutes, Range::in(0, false, 5.256e11, false));
     v.field("eval_every", r.eval_every, Range::at_least(1));
     v.field("eval_limit", r.eval_limit, Range::at_least(0));
     v.field("patience", r.patience, Range::at_least(0));
@@ -333,7 +338,7 @@ class Validator {
   void field(const char* key, const T& member, const Range& range = {}) {
     if constexpr (std::is_arithmetic<T>::value && !std::is_same<T, bool>::value) {
       detail::check(range.contains(static_cast<double>(member)), dotted(path_, key), " ",
-                    range.requirement(), ", got ", member);
+                    range.requirement(std::is_floating_point<T>::value), ", got ", member);
     }
   }
   void field(const char* key, const std::vector<double>& member, const Range& range) {
@@ -424,6 +429,7 @@ nn::ModelOptions with_data_sizes(const nn::ModelOptions& model, int64_t input_vo
 
 void Config::validate() const {
   usable_threads(train.threads, "train.threads", nullptr);  // >= 1 (clamped where it is used)
+  detail::check(!train.output_dir.empty(), "train.output_dir: expected a directory, got an empty string");
   Validator validator;
   visit_config(*this, validator);
   // The model's own checks, on the options a run builds (with_data_sizes), with stand-ins for
@@ -437,11 +443,7 @@ void Config::validate() const {
   m.attention_options.validate("model.attention");
   validate_section("train.spec_augment", "SpecAugmentOptions", [&] { train.spec_augment.validate(); });
   validate_section("train.smoothing", "SmoothingOptions", [&] { train.smoothing.validate(); });
-  try {
-    decode.validate();
-  } catch (const std::exception& e) {
-    detail::fail("decode: ", e.what());
-  }
+  validate_section("decode", "SearchOptions", [&] { decode.validate(); });
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

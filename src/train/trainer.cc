@@ -957,7 +957,11 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
   std::vector<int64_t> train_lines, dev_lines;
   const auto train_examples = read_examples(c_, c_.data.train, &train_lines);
   detail::check_data(!train_examples.empty(), "data.train: ", c_.data.train, " holds no examples");
-  if (!c_.data.dev.empty()) dev_examples_ = read_examples(c_, c_.data.dev, &dev_lines);
+  if (!c_.data.dev.empty()) {  // a dev file given is read and must hold examples; no dev set is data.dev: null
+    dev_examples_ = read_examples(c_, c_.data.dev, &dev_lines);
+    detail::check_data(!dev_examples_.empty(), "data.dev: ", c_.data.dev,
+                       " holds no examples (leave data.dev out, or null, for a run without a dev set)");
+  }
   dev_sets_ = data::group_references(dev_examples_);
 
   t_.config = c_;
@@ -965,7 +969,11 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
   if (audio) check_dev_audio(dev_lines);  // before the training features, which take longer
   std::optional<TrainedModel> init;  // train.init_from, for a fresh run
   if (!c_.train.init_from.empty() && !options.resume) {
-    init = TrainedModel::load(c_.train.init_from);
+    try {
+      init = TrainedModel::load(c_.train.init_from);
+    } catch (const DataError& e) {  // the key that named the file
+      detail::fail_data("train.init_from: ", e.what());
+    }
     t_.input_vocab = init->input_vocab;
     t_.output_vocab = init->output_vocab;
   }

@@ -46,6 +46,9 @@ TEST(ConfigIo, LoadErrorsNameFileAndLine) {
   EXPECT_ERROR_CONTAINS(mona::io::load_yaml(dir.file("none.yaml")), dir.file("none.yaml"));
   mona::test::write_raw(path, "");
   EXPECT_TRUE(mona::io::load_yaml(path).IsNull());
+  // A second document was dropped unread (its settings neither applied nor checked).
+  mona::test::write_raw(path, "train: {batch_size: 4}\n---\ntrain: {batch_size: -5}\n");
+  EXPECT_ERROR_CONTAINS(mona::io::load_yaml(path), path + ": expected one YAML document, found 2");
 }
 
 TEST(ConfigIo, KeysGivenTwiceAreRefused) {

@@ -111,6 +111,15 @@ TEST(CliGuards, TrainRefusesADirectoryHoldingARunUnlessResumedOrOverwritten) {
   EXPECT_TRUE(contains(r.output, "--overwrite")) << r.output;
   EXPECT_EQ(snapshot(d / "run"), before);
 
+  // --overwrite with a setting that cannot run is refused before the run is replaced (a
+  // max_minutes of 1e308 passed the check, overflowed to inf seconds, and failed after
+  // the checkpoints and log had been removed).
+  r = run_cli("train " + cfg + " --overwrite --set train.max_minutes=1e308");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: train.max_minutes must lie in [0, 5.256e+11], got 1e+308"))
+      << r.output;
+  EXPECT_EQ(snapshot(d / "run"), before) << "a refused --overwrite changed the output directory";
+
   // --overwrite starts afresh: the old checkpoints, log records and plots are gone.
   r = run_cli("train " + cfg + " --overwrite --set train.max_steps=5");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -204,6 +213,18 @@ TEST(CliGuards, ResumeRefusesChangedModelOptionsNamingThemAndTouchesNothing) {
 }
 
 // --- 5. eval needs something to evaluate -------------------------------------------------
+
+// An empty dev file is refused as an empty training file is (it read as "no dev set"), and
+// the refusal changes nothing in the output directory.
+TEST(CliGuards, TrainRefusesAnEmptyDevFile) {
+  TempDir d;
+  const std::string cfg = write_setup(d);
+  { std::ofstream(d / "empty.tsv"); }
+  const CliResult r = run_cli("train " + cfg + " --set data.dev=" + (d / "empty.tsv"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: data.dev: " + (d / "empty.tsv") + " holds no examples")) << r.output;
+  EXPECT_FALSE(fs::exists(d / "run")) << r.output;
+}
 
 TEST(CliGuards, EvalRefusesADataFileWithoutExamples) {
   const std::string ckpt = shared_checkpoint();

@@ -154,25 +154,39 @@ train::Config with(const std::string& assignment) {
 TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"train.batch_size=0", "train.batch_size must be >= 1, got 0"},
-      {"train.optimizer.learning_rate=0", "train.optimizer.learning_rate must be > 0, got 0"},
-      {"train.optimizer.learning_rate=.nan", "train.optimizer.learning_rate must be > 0, got nan"},
+      {"train.optimizer.learning_rate=0", "train.optimizer.learning_rate must be finite and > 0, got 0"},
+      {"train.optimizer.learning_rate=.nan", "train.optimizer.learning_rate must be finite and > 0, got nan"},
+      // Infinity is refused and the message says why (it read "must be >= 0, got inf").
+      {"train.optimizer.clip_norm=.inf", "train.optimizer.clip_norm must be finite and >= 0, got inf"},
+      // A budget whose seconds overflow a double was accepted, and the run failed after it
+      // had replaced the output directory's files.
+      {"train.max_minutes=1e308", "train.max_minutes must lie in [0, 5.256e+11], got 1e+308"},
+      {"train.output_dir=''", "train.output_dir: expected a directory, got an empty string"},
+      {"decode.beam=-1", "decode: beam must be >= 0"},
       {"train.optimizer.beta1=1", "train.optimizer.beta1 must lie in [0, 1), got 1"},
       {"train.optimizer.decay_factor=1.5", "train.optimizer.decay_factor must lie in (0, 1], got 1.5"},
       {"train.smoothing.localized=[1, -0.5, 1, 1]", "train.smoothing: localized[1]: expected a finite weight >= 0, got -0.5"},
       {"train.smoothing.localized=[1, 1]", "train.smoothing: localized: expected 4 weights (offsets -2, -1, +1, +2) or none, got 2"},
       {"train.smoothing.uniform=1", "train.smoothing: uniform: expected a value in [0, 1), got 1"},
       {"train.threads=0", "train.threads: expected a number of threads >= 1, got 0"},
-      {"decode.prune_margin=-1", "decode: SearchOptions: prune_margin must be finite and > 0, got -1"},
+      {"decode.prune_margin=-1", "decode: prune_margin must be finite and > 0, got -1"},
       // Beyond these bounds ratio * T + bonus overflowed int64: every hypothesis ended at once
       // (an error rate of 1) or none did.
-      {"decode.length_ratio=1e300", "decode: SearchOptions: length_ratio must lie in (0, 1000], got 1e+300"},
+      {"decode.length_ratio=1e300", "decode: length_ratio must lie in (0, 1000], got 1e+300"},
       {"decode.length_bonus=9223372036854775807",
-       "decode: SearchOptions: length_bonus must lie in [0, 1000000], got 9223372036854775807"},
+       "decode: length_bonus must lie in [0, 1000000], got 9223372036854775807"},
       {"model.attention.init_r=.inf", "model.attention: init_r must be finite, got inf"},
       // The sections whose structs check themselves: their messages, naming the section.
       {"model.attention.chunk_size=0", "model.attention: chunk_size w must be >= 1, got 0"},
       {"model.attention.gmm.num_heads=0", "model.attention: gmm.num_heads must be >= 1, got 0"},
       {"model.encoder_layers=0", "model: encoder_layers must be >= 1, got 0"},
+      // Sizes whose products overflowed int64 (a model built with the wrong shape) or
+      // exhausted memory in LibTorch, naming no key.
+      {"model.lookahead=2305843009213693951", "model: lookahead must be <= 1024, got 2305843009213693951"},
+      {"model.embedding_dim=9223372036854775807", "model: embedding_dim must be <= 1048576, got 9223372036854775807"},
+      {"model.decoder_hidden=100000000000", "model: decoder_hidden must be <= 1048576, got 100000000000"},
+      {"model.attention.attention_dim=9223372036854775807",
+       "model.attention: query_dim, memory_dim and attention_dim must be <= 1048576"},
       {"model.attention.type=bogus", "model: attention must be one of soft, monotonic"},
       {"train.spec_augment.num_freq_masks=-1", "train.spec_augment: num_freq_masks: expected >= 0, got -1"},
       {"train.spec_augment.max_time_warp_frames=-1",

@@ -80,6 +80,11 @@ struct GmmAttentionOptions {
   void validate(const char* who) const;
 };
 
+/// The largest vocabulary, width or layer count that AttentionOptions::validate() and
+/// ModelOptions::validate() (nn/seq2seq.h) take: the layers' sizes are products of these,
+/// and larger ones overflow int64 or exhaust memory in LibTorch without naming the option.
+constexpr int64_t kMaxModelSize = int64_t{1} << 20;
+
 /// Configuration shared by the attention modules. Defaults follow 000 / 002.
 struct AttentionOptions {
   int64_t query_dim = 0;        ///< Dq, decoder state size

@@ -57,7 +57,11 @@
 
 namespace mona::nn {
 
-/// Every hyperparameter of the model. Validate() names the field and value of a bad one.
+/// The largest ModelOptions::lookahead (k input elements, each widening the LSTM's input).
+constexpr int64_t kMaxLookahead = 1024;
+
+/// Every hyperparameter of the model. Validate() names the field and value of a bad one:
+/// sizes outside [1 or 0, kMaxModelSize], lookahead outside [0, kMaxLookahead].
 struct ModelOptions {
   /// "symbols" (embedding) | "features" (frames [T, F] given by the caller, conv front
   /// end) | "audio" (the same front end on the log-mel filterbank frames that `features`
@@ -81,7 +85,8 @@ struct ModelOptions {
   /// features) beyond its own, so it becomes available k elements later when streaming;
   /// the LSTM input width grows to (k + 1) times the embedding / front-end width.
   /// Unidirectional encoders only (a bidirectional one already sees everything):
-  /// validate() throws mona::ArgumentError naming the value for k < 0 or k > 0 with bidirectional.
+  /// validate() throws mona::ArgumentError naming the value for k < 0, k > kMaxLookahead, or
+  /// k > 0 with bidirectional.
   /// Not from the papers: the fixed future-context window of streaming recognisers.
   int64_t lookahead = 0;
   int64_t projection_dim = 0;          ///< linear projection after each LSTM layer (0: none)
