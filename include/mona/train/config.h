@@ -4,7 +4,9 @@
 // key an earlier version called otherwise is refused naming its new name.
 //
 //   data:    train, dev, test: TSV files (mona/data/dataset.h); for audio models,
-//            manifests (audio path TAB transcript, mona/data/manifest.h)
+//            manifests (audio path TAB transcript, mona/data/manifest.h). Training reads
+//            train and dev; test is not read: it records, in the run's config.yaml and
+//            checkpoints, which set the run is to be scored on (`mona eval CKPT DATA`)
 //   model:   nn::ModelOptions (mona/nn/seq2seq.h); model.attention: type (one of
 //            nn::mechanisms(), mona/nn/attention.h) and nn::AttentionOptions, the GMM
 //            family's under model.attention.gmm (nn::GmmAttentionOptions)
@@ -90,7 +92,7 @@ struct RunConfig {
 };
 
 struct DataConfig {
-  std::string train, dev, test;
+  std::string train, dev, test;  ///< test: recorded only (see the header comment)
 };
 
 /// A whole run.
