@@ -156,10 +156,11 @@ void check_fields(const FbankOptions& o) {
   using detail::check;
   check(o.sample_rate > 0, "FbankOptions: sample_rate: expected > 0 Hz, got ",
         o.sample_rate);
-  check(std::isfinite(o.frame_length_ms) && o.frame_length_ms > 0,
-        "FbankOptions: frame_length_ms: expected > 0, got ", o.frame_length_ms);
-  check(std::isfinite(o.frame_shift_ms) && o.frame_shift_ms > 0,
-        "FbankOptions: frame_shift_ms: expected > 0, got ", o.frame_shift_ms);
+  // At most 1e6 ms (1000 s), so that the sample counts below are computed without overflow.
+  check(std::isfinite(o.frame_length_ms) && o.frame_length_ms > 0 && o.frame_length_ms <= 1e6,
+        "FbankOptions: frame_length_ms: expected a value in (0, 1e6], got ", o.frame_length_ms);
+  check(std::isfinite(o.frame_shift_ms) && o.frame_shift_ms > 0 && o.frame_shift_ms <= 1e6,
+        "FbankOptions: frame_shift_ms: expected a value in (0, 1e6], got ", o.frame_shift_ms);
   check(o.window_size() >= 2 && o.window_size() <= (int64_t{1} << 24),
         "FbankOptions: frame_length_ms = ", o.frame_length_ms, " at sample_rate = ",
         o.sample_rate, " Hz gives a window of ", o.window_size(),
@@ -170,7 +171,7 @@ void check_fields(const FbankOptions& o) {
   check(o.padded_window_size() % 2 == 0,
         "FbankOptions: round_to_power_of_two = false with a ", o.window_size(),
         "-sample window: the FFT length must be even (change frame_length_ms)");
-  check(std::isfinite(o.dither) && o.dither >= 0, "FbankOptions: dither: expected >= 0, got ",
+  check(std::isfinite(o.dither) && o.dither >= 0, "FbankOptions: dither: expected a finite value >= 0, got ",
         o.dither);
   check(o.preemphasis >= 0 && o.preemphasis <= 1,
         "FbankOptions: preemphasis: expected [0, 1], got ", o.preemphasis);

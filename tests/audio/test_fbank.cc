@@ -227,6 +227,10 @@ TEST(FbankOptions, ValidateNamesTheFieldAndValue) {
   bad([](FbankOptions& o) { o.frame_length_ms = -1; }, "frame_length_ms", "-1");
   bad([](FbankOptions& o) { o.frame_length_ms = 0.1; }, "frame_length_ms", "0.1");
   bad([](FbankOptions& o) { o.frame_shift_ms = 0; }, "frame_shift_ms", "0");
+  // Durations whose sample counts overflowed int64 (a shift of -9223372036854775808 samples).
+  bad([](FbankOptions& o) { o.frame_shift_ms = 1e300; }, "frame_shift_ms: expected a value in (0, 1e6]", "1e+300");
+  bad([](FbankOptions& o) { o.frame_length_ms = 1e300; }, "frame_length_ms: expected a value in (0, 1e6]", "1e+300");
+  bad([](FbankOptions& o) { o.dither = INFINITY; }, "dither: expected a finite value >= 0", "inf");
   bad([](FbankOptions& o) { o.dither = -0.5; }, "dither", "-0.5");
   bad([](FbankOptions& o) { o.preemphasis = 1.5; }, "preemphasis", "1.5");
   bad([](FbankOptions& o) { o.window = "kaiser"; }, "window", "kaiser");
