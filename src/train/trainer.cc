@@ -1370,7 +1370,11 @@ TrainResult Trainer::run(const RunOptions& options, std::ostream& progress_out) 
       if (p == p.parent_path()) break;
       made.push_back(p);
     }
-    if (!made.empty()) fs::create_directories(dir);  // (a file there is refused below, by name)
+    if (!made.empty()) {  // (a file at `dir` itself is refused below, by name)
+      std::error_code error;
+      fs::create_directories(dir, error);
+      detail::check_data(!error, "train.output_dir ", dir, ": cannot create it: ", error.message());
+    }
   }
   std::optional<io::DirectoryLock> lock;
   try {

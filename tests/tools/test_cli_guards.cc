@@ -226,6 +226,19 @@ TEST(CliGuards, TrainRefusesAnEmptyDevFile) {
   EXPECT_FALSE(fs::exists(d / "run")) << r.output;
 }
 
+// An output directory that cannot be made (a file where a parent should be) is named with the
+// key; it was LibTorch-free but bare: "filesystem error: cannot create directories".
+TEST(CliGuards, TrainNamesAnOutputDirThatCannotBeMade) {
+  TempDir d;
+  const std::string cfg = write_setup(d);
+  { std::ofstream(d / "afile") << "x"; }
+  const CliResult r = run_cli("train " + cfg + " --set train.output_dir=" + (d / "afile/run"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "mona: error: train.output_dir " + (d / "afile/run") + ": cannot create it: "))
+      << r.output;
+  EXPECT_EQ(read_text(d / "afile"), "x");
+}
+
 TEST(CliGuards, EvalRefusesADataFileWithoutExamples) {
   const std::string ckpt = shared_checkpoint();
   TempDir d;
