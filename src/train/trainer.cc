@@ -974,6 +974,10 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
     } catch (const DataError& e) {  // the key that named the file
       detail::fail_data("train.init_from: ", e.what());
     }
+    // Before the vocabularies: an audio model's symbols are not this run's inputs at all.
+    detail::check(init->config.model.input_kind == c_.model.input_kind, "train.init_from: ", c_.train.init_from,
+                  " is a model of ", init->config.model.input_kind, " inputs; this run's model.input_kind is ",
+                  c_.model.input_kind);
     t_.input_vocab = init->input_vocab;
     t_.output_vocab = init->output_vocab;
   }

@@ -22,6 +22,7 @@
 #include "mona/nn/attention.h"
 #include "mona/train/trainer.h"
 #include "tools/mona_cli.h"
+#include "util/letter_task.h"
 #include "util/program.h"
 #include "util/temp_dir.h"
 
@@ -206,6 +207,19 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "cut.wav"));
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("mona: error: stdin: WAV header ends inside its fmt chunk"), std::string::npos) << r.output;
+
+  // A symbols run started from this audio model is refused naming the kinds (it blamed
+  // the vocabulary), and leaves no directory.
+  {
+    TempDir s;
+    r = run_cli("train " + write_letter_run(s.path(), "max_steps: 2, threads: 1") + " --set train.init_from=" + ckpt);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("mona: error: train.init_from: " + ckpt +
+                            " is a model of audio inputs; this run's model.input_kind is symbols"),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::ifstream(s / "run/train.jsonl").good()) << r.output;
+  }
 
   // decode reads symbols: an audio model is refused, naming the checkpoint and the way to go.
   r = run_cli("decode " + ckpt + " " + (d / "dev.tsv.0.wav"));
