@@ -101,7 +101,8 @@ struct AttentionOptions {
   double tau = 0.5;
   bool sample = false;          ///< hard step samples z ~ Bernoulli(p) instead
   GmmAttentionOptions gmm;      ///< the GMM family's settings (ignored by the others)
-  /// Throws mona::ArgumentError naming the field and value when a setting is invalid.
+  /// Throws mona::ArgumentError naming the field and value when a setting is invalid
+  /// (dims outside [1, kMaxModelSize], attention_dim outside [0, kMaxModelSize], ...).
   void validate(const char* who) const;
 };
 
