@@ -98,7 +98,11 @@ class Recognizer:
             raise _C.ArgumentError(
                 f"{where}: expected a tensor or a list of symbols, got a str "
                 "(split it first, e.g. list(word))")
-        symbols = list(inputs)
+        try:
+            symbols = list(inputs)
+        except TypeError:  # not a sequence at all (list() named no argument)
+            raise _C.ArgumentError(f"{where}: expected a tensor or a list of symbols, got "
+                                   f"{type(inputs).__name__}") from None
         if self.takes_audio:
             raise _C.ArgumentError(
                 f"{where}: this model takes audio, not symbols: give samples to accept_waveform or "

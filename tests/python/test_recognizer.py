@@ -60,6 +60,9 @@ def test_stream_errors(checkpoint):
         rec.accept(s, ["a", 5])
     with pytest.raises(mona.ArgumentError, match=r"mona.Recognizer.recognize: inputs\[0\] = 3"):
         rec.recognize([3, 4])
+    with pytest.raises(mona.ArgumentError, match=r"mona.Recognizer.accept: inputs: expected a tensor or a list of "
+                       r"symbols, got int"):
+        rec.accept(s, 5)
     rec.input_finished(s)
     with pytest.raises(ValueError, match="input_finished"):
         rec.accept(s, ["a"])
