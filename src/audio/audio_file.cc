@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -65,6 +66,8 @@ void mix_down(const float* interleaved, int64_t n, int channels, std::vector<flo
 
 Waveform read_audio(const std::string& path) {
   {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) detail::fail_data("read_audio: ", path, ": is a directory");
     std::ifstream probe(path, std::ios::binary);
     if (!probe) detail::fail_data("read_audio: ", path, ": cannot open the file (", std::strerror(errno), ")");
     probe.seekg(0, std::ios::end);

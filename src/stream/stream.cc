@@ -43,13 +43,16 @@ void Recognizer::accept_waveform(Stream& s, const float* samples, size_t n, int 
   MONA_CHECK(audio_, fn, ": the model takes ", model_->options().input_kind, ", not audio");
   MONA_CHECK(!s.finished_, fn, ": input_finished() was already called for this stream");
   MONA_CHECK(sample_rate > 0, fn, ": sample_rate: expected > 0 Hz, got ", sample_rate);
+  const audio::FbankOptions& features = model_->options().features;
+  MONA_CHECK(int64_t{sample_rate} * audio::StreamResampler::kMaxUpsampling >= features.sample_rate, fn,
+             ": sample_rate: expected at least 1/", audio::StreamResampler::kMaxUpsampling, " of the model's ",
+             features.sample_rate, " Hz (the most a resampler raises a rate), got ", sample_rate, " Hz");
   MONA_CHECK(s.input_rate_ == 0 || s.input_rate_ == sample_rate, fn, ": sample_rate: this stream's samples came at ",
              s.input_rate_, " Hz, now ", sample_rate, " Hz; use one rate per stream");
   MONA_CHECK(n == 0 || samples != nullptr, fn, ": samples: null pointer for ", n, " samples");
   // Checked here too, before resampling, so that the index is the caller's.
   const float* bad = std::find_if(samples, samples + n, [](float x) { return !std::isfinite(x); });
   MONA_CHECK(bad == samples + n, fn, ": samples[", bad - samples, "] = ", *bad, ": expected finite samples");
-  const audio::FbankOptions& features = model_->options().features;
   if (s.input_rate_ == 0) {
     s.input_rate_ = sample_rate;
     if (sample_rate != features.sample_rate) {

@@ -1,11 +1,12 @@
 // mona::audio::read_audio and read_pcm_s16le: formats (WAV, FLAC, OGG written here with
 // libsndfile), channel mix-down, the [-1, 1] scale, resampling on read, and every bad file:
-// missing, empty, not audio, truncated WAV / FLAC / OGG, cut raw PCM. Each error is a
+// missing, a directory, empty, not audio, truncated WAV / FLAC / OGG, cut raw PCM. Each error is a
 // mona::DataError naming the file and the problem.
 #include <gtest/gtest.h>
 #include <sndfile.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -133,6 +134,11 @@ TEST(ReadAudio, BadFilesAreDataErrorsNamingTheFile) {
   const std::string missing = dir / "missing.wav";
   EXPECT_ERROR_CONTAINS(read_audio(missing), missing, "cannot open");
   EXPECT_THROW(read_audio(missing), DataError);
+
+  const std::string directory = dir / "folder.wav";
+  std::filesystem::create_directory(directory);
+  EXPECT_ERROR_CONTAINS(read_audio(directory), directory, "is a directory");
+  EXPECT_THROW(read_audio(directory), DataError);
 
   const std::string empty = dir / "empty.wav";
   test::write_raw(empty, "");

@@ -1,8 +1,11 @@
 // label: audio
 // Speech end to end, as a user runs it: a manifest of synthesized utterances (tone "words"
 // written with audio::write_wav), `mona train` on it (the loss falls within seconds),
-// `mona transcribe` (text and JSON with token times), `mona stream --audio -` with raw PCM
-// and WAV on stdin (the same tokens as from the same samples in a file), `mona eval` of a
+// `mona transcribe` (text and JSON with token times, against the stream's), `mona stream
+// --audio -` with raw PCM and WAV on stdin (the same tokens as from the same samples in a
+// file; raw PCM that starts with 'R', WAVE_FORMAT_EXTENSIBLE, a LIST chunk after the data),
+// no samples (decoded, as transcribe decodes an empty file), a rate too low to resample
+// (named; transcribe goes on with the other files), `mona eval` of a
 // manifest, `mona decode` refused for an audio model; the global normalisation stored in the
 // checkpoint against a brute-force mean and standard deviation; every mechanism trains on
 // audio through the same configuration.
@@ -77,6 +80,51 @@ std::string decoded(const std::string& output) {
   return "";
 }
 
+// The summary line's "NAME: S s of audio" part of `mona stream --audio` output: the audio
+// the stream read, in seconds (two decimals).
+std::string seconds_of_audio(const std::string& output) {
+  const auto end = output.find(" s of audio");
+  if (end == std::string::npos) return "";
+  const auto start = output.rfind(' ', end - 1);
+  return output.substr(start + 1, end - start - 1);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void put_u16(std::string& b, uint16_t v) { b.append({static_cast<char>(v & 0xff), static_cast<char>(v >> 8)}); }
+void put_u32(std::string& b, uint32_t v) {
+  put_u16(b, static_cast<uint16_t>(v & 0xffff));
+  put_u16(b, static_cast<uint16_t>(v >> 16));
+}
+
+// 16-bit mono PCM at `rate` in a WAVE_FORMAT_EXTENSIBLE container (as sox writes for more
+// than two channels): fmt of 40 bytes, format 0xfffe, SubFormat KSDATAFORMAT_SUBTYPE_PCM.
+std::string extensible_wav(const std::string& pcm, uint32_t rate) {
+  std::string b = "RIFF";
+  put_u32(b, static_cast<uint32_t>(4 + 8 + 40 + 8 + pcm.size()));
+  b += "WAVEfmt ";
+  put_u32(b, 40);
+  put_u16(b, 0xfffe);
+  put_u16(b, 1);         // channels
+  put_u32(b, rate);
+  put_u32(b, rate * 2);  // bytes per second
+  put_u16(b, 2);         // block align
+  put_u16(b, 16);        // bits per sample
+  put_u16(b, 22);        // cbSize
+  put_u16(b, 16);        // valid bits
+  put_u32(b, 4);         // channel mask: front centre
+  put_u16(b, 1);         // SubFormat: PCM, then the rest of its GUID
+  b += std::string("\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71", 14);
+  b += "data";
+  put_u32(b, static_cast<uint32_t>(pcm.size()));
+  return b + pcm;
+}
+
 std::string write_config(const TempDir& d, const std::string& mechanism, int steps) {
   std::ofstream cfg(d / (mechanism + ".yaml"));
   cfg << "data: {train: " << (d / "train.tsv") << ", dev: " << (d / "dev.tsv") << "}\n"
@@ -111,11 +159,34 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   r = run_cli("transcribe " + ckpt + " " + (d / "dev.tsv.0.wav") + " " + (d / "dev.tsv.1.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find(d / "dev.tsv.1.wav"), std::string::npos) << r.output;
-  r = run_cli("transcribe --json " + ckpt + " " + (d / "dev.tsv.0.wav"));
+  // Greedy, each token's time (null: emitted with no input position, the attention past
+  // the end) against the streamed one: "TOKEN  at X ms ..." or "TOKEN  at no input ...".
+  r = run_cli("transcribe --json --beam 0 " + ckpt + " " + (d / "dev.tsv.0.wav"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
   ASSERT_EQ(j["tokens"].size(), j["times_ms"].size()) << r.output;
-  for (const auto& t : j["times_ms"]) EXPECT_LE(t.get<double>(), 1000.0) << r.output;  // <= 4 words of 250 ms
+  r = run_cli("stream " + ckpt + " --audio " + (d / "dev.tsv.0.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    std::istringstream streamed(decoded(r.output));
+    size_t k = 0;
+    for (std::string line; std::getline(streamed, line) && line.rfind("= ", 0) != 0; ++k) {
+      ASSERT_LT(k, j["tokens"].size()) << r.output;
+      if (line.rfind("(end) ", 0) == 0) line = line.substr(6);
+      EXPECT_EQ(line.substr(0, line.find("  at ")), j["tokens"][k].get<std::string>()) << line;
+      const std::string at = line.substr(line.find("  at ") + 5);
+      if (j["times_ms"][k].is_null()) {
+        EXPECT_EQ(at.rfind("no input", 0), 0u) << line;
+      } else {
+        const double ms = j["times_ms"][k].get<double>();
+        EXPECT_LE(ms, 1000.0) << r.output;  // <= 4 words of 250 ms
+        char expected[32];
+        std::snprintf(expected, sizeof expected, "%.0f ms", ms);
+        EXPECT_EQ(at.rfind(expected, 0), 0u) << line << " against " << ms;
+      }
+    }
+    EXPECT_EQ(k, j["tokens"].size()) << r.output;
+  }
 
   // stdin: raw s16le at 8 kHz (resampled by the stream) and a WAV container. Each is
   // compared with --audio FILE of the very same samples, at the same rate and so in the same
@@ -139,7 +210,11 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --rate 8000 < " + (d / "dev0.raw"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("real-time factor"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("emission delay mean"), std::string::npos) << r.output;
+  // The delays of the tokens with a time in the audio, or none (this short training's
+  // attention may run past the end: its tokens then have no time).
+  EXPECT_TRUE(r.output.find("emission delay mean") != std::string::npos ||
+              r.output.find("no token with a time in the audio") != std::string::npos)
+      << r.output;
   const std::string raw_8k = decoded(r.output);
   ASSERT_FALSE(raw_8k.empty()) << "no transcript line: " << r.output;
   r = run_cli("stream " + ckpt + " --audio " + (d / "dev0-8k.wav"));
@@ -193,11 +268,68 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(decoded(r.output), wav_stdin) << "a WAV on stdin against the same file given as --audio FILE";
   EXPECT_NE(r.output.find(d / "dev.tsv.0.wav"), std::string::npos) << r.output;
-  // No samples at all, or a WAV header cut short inside its fmt chunk: errors, not a transcript.
+  // The 16 kHz samples as raw PCM whose first byte is 'R' (the low byte of 0x0052): raw, as
+  // its first 4 bytes are not "RIFF" (auto-detection read only the first byte, and refused).
+  std::string pcm16 = file_bytes(d / "dev.tsv.0.wav").substr(44);  // write_wav: a 44-byte header
+  ASSERT_EQ(pcm16.size(), 2 * audio::read_audio(d / "dev.tsv.0.wav").samples.size());
+  pcm16[0] = 'R';
+  pcm16[1] = '\0';
+  std::ofstream(d / "r-first.raw", std::ios::binary) << pcm16;
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "r-first.raw"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string r_first = decoded(r.output);
+  ASSERT_FALSE(r_first.empty()) << r.output;
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - --format raw < " + (d / "r-first.raw"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(decoded(r.output), r_first) << "format auto against --format raw";
+  // The same samples in a WAVE_FORMAT_EXTENSIBLE container, and in a WAV with a LIST chunk
+  // after its data (metadata, not audio): the tokens and the seconds of the plain WAV.
+  const std::string pcm = file_bytes(d / "dev.tsv.0.wav").substr(44);
+  std::ofstream(d / "extensible.wav", std::ios::binary) << extensible_wav(pcm, 16000);
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "dev.tsv.0.wav"));
+  const std::string plain_seconds = seconds_of_audio(r.output);
+  ASSERT_FALSE(plain_seconds.empty()) << r.output;
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "extensible.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(decoded(r.output), wav_stdin) << "WAVE_FORMAT_EXTENSIBLE on stdin";
+  {
+    std::string wav = file_bytes(d / "dev.tsv.0.wav");
+    std::string list = "LIST";
+    put_u32(list, 1000);
+    list += "INFOISFT";
+    put_u32(list, 992);
+    for (int k = 0; k < 992; ++k) list += static_cast<char>(k * 37);
+    wav += list;
+    const uint32_t riff = static_cast<uint32_t>(wav.size() - 8);
+    for (int k = 0; k < 4; ++k) wav[4 + k] = static_cast<char>((riff >> (8 * k)) & 0xff);
+    std::ofstream(d / "trailing-list.wav", std::ios::binary) << wav;
+  }
+  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "trailing-list.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(decoded(r.output), wav_stdin) << "a LIST chunk after the data";
+  EXPECT_EQ(seconds_of_audio(r.output), plain_seconds) << "the LIST chunk read as samples: " << r.output;
+
+  // No samples: an utterance of no audio, decoded as transcribe decodes an empty file (the
+  // offline path is the streaming path), with a notice on stderr. A token the attention
+  // emitted with no input to read has no time: "at no input" in the stream, null in JSON.
+  audio::write_wav(d / "empty.wav", {}, 16000);
+  r = run_cli("transcribe --json " + ckpt + " " + (d / "empty.wav"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto empty_json = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+  std::string empty_transcript = "= " + empty_json["text"].get<std::string>();
+  for (const auto& t : empty_json["times_ms"]) EXPECT_TRUE(t.is_null()) << r.output;
   { std::ofstream(d / "empty.raw"); }
-  r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio - < " + (d / "empty.raw"));
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("mona: error: stdin: no audio samples to stream"), std::string::npos) << r.output;
+  for (const std::string& source : {"- < " + (d / "empty.raw"), d / "empty.wav"}) {
+    r = run_program(std::string(MONA_CLI) + " stream " + ckpt + " --audio " + source);
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(": no audio samples\n"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("\n" + empty_transcript + "\n"), std::string::npos) << empty_transcript << ": " << r.output;
+    EXPECT_EQ(r.output.find(" delay "), std::string::npos) << "a delay for a token with no time: " << r.output;
+    EXPECT_NE(r.output.find("0.00 s of audio, no audio, no token with a time in the audio"), std::string::npos)
+        << r.output;
+  }
+
+  // A WAV header cut short inside its fmt chunk: an error, not a transcript.
   {
     std::ifstream wav(d / "dev.tsv.0.wav", std::ios::binary);
     std::string head(30, '\0');
@@ -247,6 +379,22 @@ TEST(SpeechCli, TrainTranscribeStreamAndEvalOnAudio) {
   EXPECT_NE(r.output.find((d / "dev.tsv.0.wav") + "\t"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find((d / "dev.tsv.1.wav") + "\t"), std::string::npos) << "the file after it: " << r.output;
   EXPECT_NE(r.output.find("mona: 1 input skipped (see above)"), std::string::npos) << r.output;
+  // So is a file at a rate no resampler raises to the model's (8 Hz: more than 256 times);
+  // `stream --audio` refuses it naming the file.
+  audio::write_wav(d / "8hz.wav", std::vector<float>(16, 0.1f), 8);
+  r = run_cli("transcribe " + ckpt + " " + (d / "8hz.wav") + " " + (d / "dev.tsv.1.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: skipping " + (d / "8hz.wav") +
+                          ": Recognizer::accept_waveform: sample_rate: expected at least 1/256 of the model's "
+                          "16000 Hz (the most a resampler raises a rate), got 8 Hz"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find((d / "dev.tsv.1.wav") + "\t"), std::string::npos) << "the file after it: " << r.output;
+  r = run_cli("stream " + ckpt + " --audio " + (d / "8hz.wav"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mona: error: " + (d / "8hz.wav") + ": Recognizer::accept_waveform: sample_rate"),
+            std::string::npos)
+      << r.output;
 
   // The normalisation in the checkpoint: mean and 1 / std of every training frame,
   // recomputed here in double from the files (the trainer accumulates in double too:

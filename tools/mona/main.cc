@@ -429,7 +429,9 @@ int run_eval(const EvalArgs& a, int64_t threads) {
                   r.latency.average_proportion(), r.latency.average_lagging(),
                   t.takes_audio() ? "feature frames" : "inputs", 100 * r.latency.early_token_share());
     }
-    if (!times_path.empty()) {
+    if (!times_path.empty() && r.word_delays.ms.empty()) {
+      std::printf("emission delay after the word's end (%s): no word recognised\n", times_path.c_str());
+    } else if (!times_path.empty()) {
       std::printf("emission delay after the word's end (%s): mean %.0f ms, 90th percentile %.0f ms over %zu "
                   "recognised words\n",
                   times_path.c_str(), r.word_delays.mean(), r.word_delays.quantile(0.9), r.word_delays.ms.size());
@@ -570,26 +572,46 @@ class AudioSource {
       return;
     }
     name_ = "stdin";
-    std::string magic(4, '\0');
-    const bool wav = a.format == "wav" || (a.format == "auto" && std::cin.peek() == 'R');
-    if (!wav) return;
-    std::cin.read(&magic[0], 4);
-    mona::detail::check_data(std::cin.gcount() == 4 && magic == "RIFF", "stdin: expected a WAV header (RIFF), got ",
-                             std::cin.gcount(), " other bytes");
+    if (a.format != "raw") {
+      // auto: WAV when the first 4 bytes are "RIFF"; raw PCM otherwise, those bytes its first.
+      std::string magic(4, '\0');
+      std::cin.read(&magic[0], 4);
+      magic.resize(static_cast<size_t>(std::cin.gcount()));
+      if (magic != "RIFF") {
+        mona::detail::check_data(a.format == "auto", "stdin: --format wav: expected a WAV header (RIFF), got ",
+                                 magic.empty() ? std::string("no bytes") : "\"" + printable(magic) + "\"");
+        pending_ = magic;
+        std::cin.clear(std::cin.rdstate() & ~std::ios::failbit);  // a short read is the end, not an error
+        return;
+      }
+    } else {
+      return;
+    }
     skip(8);  // RIFF size, "WAVE"
     while (true) {  // chunks up to "data"
       std::string id(4, '\0');
       std::cin.read(&id[0], 4);
       const uint32_t size = read_u32();
       mona::detail::check_data(std::cin.good(), "stdin: WAV header ends before its data chunk");
-      if (id == "data") break;
+      if (id == "data") {
+        // The data's size, unless the writer did not know it (a live recording: arecord
+        // writes 0x7fffff00, others 0 or 0xffffffff): then the audio runs to the end of input.
+        if (size > 0 && size < kUnknownSize) data_left_ = size;
+        break;
+      }
       if (id == "fmt ") {
-        const uint16_t format = read_u16();
+        uint16_t format = read_u16();
         channels_ = read_u16();
         rate_ = static_cast<int>(read_u32());
         skip(6);
         const uint16_t bits = read_u16();
-        mona::detail::check_data(std::cin.good(), "stdin: WAV header ends inside its fmt chunk");
+        uint32_t read = 16;
+        if (format == kExtensible && size >= 40) {  // the format is the first 2 bytes of SubFormat
+          skip(8);  // cbSize, wValidBitsPerSample, dwChannelMask
+          format = read_u16();
+          read = 26;
+        }
+        mona::detail::check_data(std::cin.good() && size >= read, "stdin: WAV header ends inside its fmt chunk");
         mona::detail::check_data(format == 1 && bits == 16 && channels_ > 0 && rate_ > 0,
                                  "stdin: WAV: only 16-bit PCM is read from a pipe (format ", format, ", ", bits,
                                  " bits); convert it, or give it as a file with --audio FILE");
@@ -599,7 +621,7 @@ class AudioSource {
         mona::detail::check_data(a.channels_opt->count() == 0 || a.channels == channels_, "stdin: the WAV header gives ",
                                  channels_, channels_ == 1 ? " channel" : " channels", ", --channels ", a.channels,
                                  ": leave --channels out, or give the audio's channels");
-        skip(size - 16 + (size & 1));
+        skip(size - read + (size & 1));
       } else {
         skip(size + (size & 1));
       }
@@ -620,13 +642,23 @@ class AudioSource {
       return out;
     }
     std::vector<int16_t> raw(n * static_cast<size_t>(channels_));
-    std::cin.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size() * 2));
-    if (std::ferror(stdin)) throw mona::DataError(std::string("stdin: read failed: ") + std::strerror(errno));
+    size_t want = raw.size() * 2;
+    if (data_left_ >= 0) want = std::min(want, static_cast<size_t>(data_left_));
+    char* bytes = reinterpret_cast<char*>(raw.data());
+    size_t got = std::min(want, pending_.size());  // the bytes auto-detection read
+    std::copy(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(got), bytes);
+    pending_.erase(0, got);
+    if (got < want) {
+      std::cin.read(bytes + got, static_cast<std::streamsize>(want - got));
+      if (std::ferror(stdin)) throw mona::DataError(std::string("stdin: read failed: ") + std::strerror(errno));
+      got += static_cast<size_t>(std::cin.gcount());
+    }
+    if (data_left_ >= 0) data_left_ -= static_cast<int64_t>(got);
     const size_t frame_bytes = 2 * static_cast<size_t>(channels_);
-    const size_t frames = static_cast<size_t>(std::cin.gcount()) / frame_bytes;
+    const size_t frames = got / frame_bytes;
     // A short read is the end of stdin (read() waits for all n otherwise): bytes past the
     // last whole sample frame are dropped, and run_stream_audio says so.
-    dropped_bytes_ += static_cast<size_t>(std::cin.gcount()) % frame_bytes;
+    dropped_bytes_ += got % frame_bytes;
     std::vector<float> out(frames);
     for (size_t f = 0; f < frames; ++f) {
       float sum = 0;
@@ -649,11 +681,29 @@ class AudioSource {
     return static_cast<uint32_t>(b[0]) | (static_cast<uint32_t>(b[1]) << 8) | (static_cast<uint32_t>(b[2]) << 16) |
            (static_cast<uint32_t>(b[3]) << 24);
   }
+  static constexpr uint16_t kExtensible = 0xfffe;    // WAVE_FORMAT_EXTENSIBLE
+  static constexpr uint32_t kUnknownSize = 0x7ffff000;  // data sizes from here on: not known
+  // The bytes of a 4-byte magic as text, others as \xNN.
+  static std::string printable(const std::string& b) {
+    std::string out;
+    for (const unsigned char c : b) {
+      if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += hex;
+      }
+    }
+    return out;
+  }
   int rate_, channels_;
   std::string name_;
   std::vector<float> file_;
   size_t position_ = 0;
   size_t dropped_bytes_ = 0;
+  std::string pending_;     // stdin bytes read before the samples (the magic of raw PCM)
+  int64_t data_left_ = -1;  // WAV on stdin: bytes of its data chunk not yet read; -1: to the end
 };
 
 // Audio models: feeds the source chunk by chunk (Recognizer::accept_waveform), decodes after
@@ -680,10 +730,16 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
     const auto r = rec.result(*s);
     const double now_ms = 1000.0 * static_cast<double>(received) / source.sample_rate();
     for (; shown < r.tokens.size(); ++shown) {
-      const double delay = now_ms - r.times_ms[shown];
-      delays.push_back(delay);
-      std::printf("%s%s  at %.0f ms  emitted at %.0f ms  delay %.0f ms\n", finished ? "(end) " : "",
-                  t.output_vocab.symbol(r.tokens[shown]).c_str(), r.times_ms[shown], now_ms, delay);
+      const char* token = t.output_vocab.symbol(r.tokens[shown]).c_str();
+      if (r.input_positions[shown] < 0) {  // no time in the audio, so no delay either
+        std::printf("%s%s  at no input (the attention ran past the end)  emitted at %.0f ms\n",
+                    finished ? "(end) " : "", token, now_ms);
+      } else {
+        const double delay = now_ms - r.times_ms[shown];
+        delays.push_back(delay);
+        std::printf("%s%s  at %.0f ms  emitted at %.0f ms  delay %.0f ms\n", finished ? "(end) " : "", token,
+                    r.times_ms[shown], now_ms, delay);
+      }
       std::fflush(stdout);
     }
   };
@@ -691,7 +747,11 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
     const std::vector<float> samples = source.read(chunk);
     if (samples.empty()) break;
     const auto t0 = std::chrono::steady_clock::now();
-    rec.accept_waveform(*s, samples, source.sample_rate());
+    try {
+      rec.accept_waveform(*s, samples, source.sample_rate());
+    } catch (const mona::ArgumentError& e) {  // the source's rate (or samples): named
+      throw mona::ArgumentError(source.name() + ": " + e.what());
+    }
     while (rec.is_ready(*s)) rec.decode(*s);
     busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     received += static_cast<int64_t>(samples.size());
@@ -704,7 +764,9 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
               << source.channels() << (source.channels() == 1 ? " channel" : " channels")
               << " of 16 bits) and " << (source.dropped_bytes() == 1 ? "was" : "were") << " dropped\n";
   }
-  mona::detail::check_data(received > 0, source.name(), ": no audio samples to stream");
+  // No samples is an utterance of no audio, decoded as transcribe and recognize_waveform
+  // decode it; said on stderr, since on stdin it is more often a recorder that failed.
+  if (received == 0) std::cerr << "mona: " << source.name() << ": no audio samples\n";
   const auto t0 = std::chrono::steady_clock::now();
   rec.input_finished(*s);
   while (rec.is_ready(*s)) rec.decode(*s);
@@ -718,10 +780,22 @@ int run_stream_audio(const TrainedModel& t, const StreamArgs& a) {
     worst = std::max(worst, d);
   }
   std::printf("= %s\n", join(t.decode_output(rec.result(*s).tokens)).c_str());
-  std::printf("%s: %.2f s of audio, real-time factor %.4f (%.0fx faster than real time), emission delay mean %.0f ms, "
-              "max %.0f ms, memory entries held at most %lld of %lld\n",
-              source.name().c_str(), audio_seconds, audio_seconds > 0 ? busy / audio_seconds : 0.0,
-              busy > 0 ? audio_seconds / busy : 0.0, mean, worst, static_cast<long long>(largest_held),
+  std::string speed = "no audio";
+  if (audio_seconds > 0 && busy > 0) {
+    const double rtf = busy / audio_seconds;
+    char text[96];
+    std::snprintf(text, sizeof text, "real-time factor %.4f (%.3gx %s than real time)", rtf,
+                  rtf < 1 ? 1 / rtf : rtf, rtf < 1 ? "faster" : "slower");
+    speed = text;
+  }
+  std::string delay = "no token with a time in the audio";
+  if (!delays.empty()) {
+    char text[96];
+    std::snprintf(text, sizeof text, "emission delay mean %.0f ms, max %.0f ms", mean, worst);
+    delay = text;
+  }
+  std::printf("%s: %.2f s of audio, %s, %s, memory entries held at most %lld of %lld\n", source.name().c_str(),
+              audio_seconds, speed.c_str(), delay.c_str(), static_cast<long long>(largest_held),
               static_cast<long long>(s->memory_size()));
   return 0;
 }
@@ -790,7 +864,7 @@ CLI::App* add_transcribe(CLI::App& app, TranscribeArgs& a) {
   cmd->add_option("FILE", a.files, "audio files (WAV, FLAC, OGG; any rate, mixed down to mono)")->required();
   cmd->add_option("--beam", a.beam, "beam width (0: greedy; default: the checkpoint's decode.beam)")->check(kNonNegative);
   cmd->add_flag("--json", a.as_json, "one JSON object per file: file, text, tokens, times_ms (when each token's "
-                "frames end in the audio)");
+                "frames end in the audio, in ms; null for a token emitted after the attention ran past the end)");
   return cmd;
 }
 
@@ -807,14 +881,18 @@ int run_transcribe(const TranscribeArgs& a) {
     try {  // a file that cannot be read (missing, corrupt, NaN samples) is named and skipped
       const mona::audio::Waveform w = mona::audio::read_audio(file);
       r = rec.recognize_waveform(w.samples, w.sample_rate);
-    } catch (const mona::DataError& e) {
+    } catch (const mona::Error& e) {  // the file's own: DataError, or its rate (ArgumentError)
       std::cerr << "mona: skipping " << file << ": " << first_line(e.what()) << "\n";
       ++skipped;
       continue;
     }
     const auto words = t.decode_output(r.tokens);
     if (a.as_json) {
-      nlohmann::json j{{"file", file}, {"text", join(words)}, {"tokens", words}, {"times_ms", r.times_ms}};
+      nlohmann::json times = nlohmann::json::array();  // null: a token with no input position
+      for (size_t k = 0; k < r.times_ms.size(); ++k) {
+        times.push_back(r.input_positions[k] < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.times_ms[k]));
+      }
+      nlohmann::json j{{"file", file}, {"text", join(words)}, {"tokens", words}, {"times_ms", times}};
       std::cout << j.dump() << std::endl;
     } else {
       std::cout << file << "\t" << join(words) << std::endl;
@@ -838,7 +916,7 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& a) {
   cmd->add_option("INPUT", a.input, "input (audio models: an audio file)")->required();
   cmd->add_option("--reference", a.reference,
                   "output tokens to force, all in the model's output vocabulary (default: the model's own decoding)");
-  cmd->add_option("--output,-o", a.output, "PNG file to write");
+  cmd->add_option("--output,-o", a.output, "PNG file to write")->capture_default_str();
   cmd->add_option("--split", a.split, kSplitHelp)->check(kSplitModes);
   return cmd;
 }
@@ -942,6 +1020,9 @@ int main(int argc, char** argv) {
   const CLI::App* stream_cmd = add_stream(app, stream);
   const CLI::App* transcribe_cmd = add_transcribe(app, transcribe);
   const CLI::App* plot_cmd = add_plot(app, plot);
+  for (CLI::App* cmd : app.get_subcommands({})) {  // the program's own option, taken here too
+    cmd->footer("Also --threads N, before or after the subcommand (see mona --help).");
+  }
   if (const auto code = parse(app, argc, argv)) return *code;
 
   try {  // every error: one line on stderr, exit code 1

@@ -136,7 +136,8 @@ class Recognizer {
   /// model's rate when different; every call of a stream must give the same rate). Any
   /// chunking gives the result of the whole waveform at once. Throws mona::ArgumentError
   /// naming the argument for a model that does not take audio, a finished stream, a
-  /// sample_rate <= 0 or one that changed within the stream, or a NaN or infinite sample.
+  /// sample_rate <= 0, below 1/256 of the model's (audio::StreamResampler::kMaxUpsampling)
+  /// or changed within the stream, or a NaN or infinite sample.
   void accept_waveform(Stream& stream, const float* samples, size_t n, int sample_rate) const;
   void accept_waveform(Stream& stream, const std::vector<float>& samples, int sample_rate) const {
     accept_waveform(stream, samples.data(), samples.size(), sample_rate);
