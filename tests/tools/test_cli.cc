@@ -101,6 +101,20 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   r = run_cli("eval " + ckpt + " " + (d / "dev.tsv") + " --json --beam 2");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("average_lagging"), std::string::npos) << r.output;  // beam search: none
+  // References holding tokens the model cannot emit are counted on stderr (they are errors
+  // whatever it decodes), naming the tokens; the others say nothing.
+  EXPECT_EQ(r.output.find("output vocabulary"), std::string::npos) << r.output;
+  {
+    std::ofstream dev(d / "dev-oov.tsv");
+    dev << "a b\tF E\nc d\tD Q\nb a\tE F Z\n";
+  }
+  r = run_cli("eval " + ckpt + " " + (d / "dev-oov.tsv"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("mona: eval: 2 of 3 references of " + (d / "dev-oov.tsv") +
+                          " hold tokens outside the model's output vocabulary ('Q', 'Z'); the model cannot emit "
+                          "them, so they count as errors\n"),
+            std::string::npos)
+      << r.output;
   r = run_cli("plot " + ckpt + " abc -o " + (d / "a.png"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(d / "a.png"));
