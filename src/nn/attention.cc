@@ -46,7 +46,8 @@ void AttentionOptions::validate(const char* who) const {
 }
 
 void GmmAttentionOptions::validate(const char* who) const {
-  MONA_CHECK(num_heads >= 1, who, ": gmm.num_heads must be >= 1, got ", num_heads);
+  MONA_CHECK(num_heads >= 1 && num_heads <= kMaxModelSize, who, ": gmm.num_heads must lie in [1, ", kMaxModelSize,
+             "], got ", num_heads);
   MONA_CHECK(std::isfinite(window_radius) && window_radius > 0, who,
              ": gmm.window_radius must be finite and > 0, got ", window_radius);
   MONA_CHECK(window_width >= 1, who, ": gmm.window_width c must be >= 1, got ", window_width);
@@ -138,12 +139,14 @@ void check_query(const at::Tensor& q, const Memory& m, int64_t dq, const char* f
   detail::check_tensor(q, fn, "query", 2, "[B, Dq]");
   MONA_CHECK(q.size(0) == m.batch() && q.size(1) == dq, fn, ": query: expected [B, Dq] = [",
               m.batch(), ", ", dq, "], got ", q.sizes());
+  detail::check_memory_dtype(q, m.values, fn, "query");
 }
 
 void check_queries(const at::Tensor& q, const Memory& m, int64_t dq, const char* fn) {
   detail::check_tensor(q, fn, "queries", 3, "[B, U, Dq]");
   MONA_CHECK(q.size(0) == m.batch() && q.size(2) == dq, fn,
               ": queries: expected [B, U, Dq] = [", m.batch(), ", U, ", dq, "], got ", q.sizes());
+  detail::check_memory_dtype(q, m.values, fn, "queries");
 }
 
 void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
@@ -151,6 +154,7 @@ void check_state(const at::Tensor& s, const Memory& m, const char* fn) {
   MONA_CHECK(s.size(0) == m.batch() && s.size(1) == m.in_len(), fn,
               ": state: expected the previous alignment [B, T] = [", m.batch(), ", ",
               m.in_len(), "], got ", s.sizes());
+  detail::check_memory_dtype(s, m.values, fn, "state");
 }
 
 double sigmoid(double e) { return 1.0 / (1.0 + std::exp(-e)); }
@@ -264,9 +268,17 @@ void OnlineMemory::append(const at::Tensor& v, const at::Tensor& k, const at::Te
 // ---------------------------------------------------------------------------------------
 // Attention (shared parts)
 
+void Attention::check_dtype(const at::Tensor& t, const char* fn, const char* name) const {
+  const auto params = parameters();
+  if (params.empty()) return;
+  MONA_CHECK(t.scalar_type() == params.front().scalar_type(), fn, ": ", name, ": expected dtype ",
+             params.front().scalar_type(), " (that of the module's parameters), got ", t.scalar_type());
+}
+
 Memory Attention::prepare(const at::Tensor& memory, const at::Tensor& lengths) {
   const char* fn = "Attention::prepare";
   detail::check_tensor(memory, fn, "memory", 3, "[B, T, Dh]");
+  check_dtype(memory, fn, "memory");
   MONA_CHECK(memory.size(2) == options_.memory_dim, fn, ": memory: expected Dh = ",
               options_.memory_dim, " (AttentionOptions.memory_dim), got ", memory.sizes());
   Memory m;
@@ -333,6 +345,14 @@ void Attention::extend(OnlineMemory& memory, const at::Tensor& frames) {
   detail::check_tensor(f, fn, "frames", 2, "[n, Dh]");
   MONA_CHECK(f.size(1) == options_.memory_dim, fn, ": frames: expected Dh = ",
               options_.memory_dim, ", got ", f.sizes());
+  // The module's dtype at a stream's first frames; then the memory's, which is the same
+  // and costs no walk over the parameters per frame.
+  if (memory.size() == 0) {
+    check_dtype(f, fn, "frames");
+  } else {
+    MONA_CHECK(f.scalar_type() == memory.dtype(), fn, ": frames: expected dtype ", memory.dtype(),
+               " (that of the memory so far), got ", f.scalar_type());
+  }
   MONA_CHECK(!memory.finished(), fn, ": the stream's input is already finished; reset() it");
   if (f.size(0) == 0) return;
   torch::NoGradGuard no_grad;
@@ -390,6 +410,9 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     const int64_t n = memory.size();
     MONA_CHECK(state.resume >= memory.first(), "Attention::hard_step: state: the scan resumes at memory entry ",
                state.resume, ", released already (the memory holds entries from ", memory.first(), " on)");
+    MONA_CHECK(state.resume <= n, "Attention::hard_step: state: the scan resumes at memory entry ", state.resume,
+               ", past the ", n, " entries the memory has received (a state of another stream, or of a memory"
+               " since reset?); start from a fresh HardState");
     // The common case, a dot-product energy and a query vector read in place, goes straight
     // to core::dot_threshold_scan (one kernel: the dot products and the decisions
     // e = scale * <query, key> + offset >= logit(tau)); the keys are the key buffer itself

@@ -27,6 +27,14 @@ inline void check_tensor(const at::Tensor& t, const char* fn, const char* name, 
               ": expected dtype float32 or float64, got ", t.scalar_type());
 }
 
+/// `t` has the dtype of a prepared memory's `values` (which prepare checked against the
+/// module's parameters), so that a query or state of another dtype is named here, not by a
+/// LibTorch kernel.
+inline void check_memory_dtype(const at::Tensor& t, const at::Tensor& values, const char* fn, const char* name) {
+  MONA_CHECK(!values.defined() || t.scalar_type() == values.scalar_type(), fn, ": ", name, ": expected dtype ",
+             values.defined() ? values.scalar_type() : t.scalar_type(), " (that of the memory), got ", t.scalar_type());
+}
+
 /// `t` has the same sizes and dtype as `ref`.
 inline void check_like(const at::Tensor& t, const at::Tensor& ref, const char* fn,
                        const char* name, const char* ref_name) {

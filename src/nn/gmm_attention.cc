@@ -412,10 +412,12 @@ StepOutput GmmAttention::step_with(SharedSteps* shared, const at::Tensor& query,
   MONA_CHECK(query.size(0) == memory.batch() && query.size(1) == options_.query_dim, fn,
               ": query: expected [B, Dq] = [", memory.batch(), ", ", options_.query_dim,
               "], got ", query.sizes());
+  detail::check_memory_dtype(query, memory.values, fn, "query");
   detail::check_tensor(state, fn, "state", 2, "[B, H]");
   MONA_CHECK(state.size(0) == memory.batch() && state.size(1) == options_.gmm.num_heads, fn,
               ": state: expected mu of the previous step [B, H] = [", memory.batch(), ", ",
               options_.gmm.num_heads, "], got ", state.sizes());
+  detail::check_memory_dtype(state, memory.values, fn, "state");
   // Within unroll(): the query projection's step and the positions that the steps share.
   auto* unrolled = static_cast<GmmSharedSteps*>(shared);  // made by share_steps
   const Params p = params_of(unrolled ? unrolled->query_proj.step(query).unsqueeze(1) : query_proj(query.unsqueeze(1)));
@@ -435,6 +437,7 @@ SequenceOutput GmmAttention::forward(const at::Tensor& queries, const Memory& me
   MONA_CHECK(queries.size(0) == memory.batch() && queries.size(2) == options_.query_dim, fn,
               ": queries: expected [B, U, Dq] = [", memory.batch(), ", U, ",
               options_.query_dim, "], got ", queries.sizes());
+  detail::check_memory_dtype(queries, memory.values, fn, "queries");
   const at::Tensor ol =
       detail::check_lengths(out_lengths, fn, "out_lengths", queries.size(0), queries.size(1));
   const Params p = params(queries);
@@ -500,6 +503,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
               ": query: expected a defined CPU tensor");
   MONA_CHECK(query.numel() == options_.query_dim, fn, ": query: expected Dq = ",
               options_.query_dim, " values, got ", query.sizes());
+  check_dtype(query, fn, "query");
   torch::NoGradGuard no_grad;
   const int64_t H = options_.gmm.num_heads, n = memory.size();
   if (state.cursors.empty()) {
@@ -527,6 +531,11 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   // shared positions: O(new frames) per call, and each frame is computed once per stream.
   if (n > pos.frames) {
     at::Tensor logits;
+    // SAGMM's positions are a running sum over every entry's key: entries released before
+    // this state's positions reached them cannot be summed.
+    MONA_CHECK(!source_aware_ || pos.frames >= memory.first(), fn, ": the memory released entries before ",
+               memory.first(), " whose positions this state has not computed (it has ", pos.frames,
+               "); release only before Attention::first_needed");
     if (source_aware_) {
       logits = memory.keys().narrow(0, pos.frames - memory.first(), n - pos.frames).to(at::kDouble).contiguous();
     }
@@ -589,8 +598,10 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
   // Every window empty with every mean past the last position of a finished input: the
   // attention ran off the end of the memory (kExhausted below). An empty window with a mean
   // inside the memory (between two positions) stays kChose.
-  bool past_the_end = end <= begin && memory.finished() && n > 0;
+  bool past_the_end = end <= begin && memory.finished();
   if (end <= begin) begin = end = 0;
+  MONA_CHECK(end <= begin || begin >= memory.first(), fn, ": the window reads memory entry ", begin,
+             ", released already (the memory holds entries from ", memory.first(), " on)");
   const at::Tensor values = memory.values();
   const auto vopt = n > 0 ? values.options() : query.options();
   at::Tensor w = torch::zeros({end - begin}, at::kDouble);
@@ -601,7 +612,7 @@ HardStepOutput GmmAttention::hard_step(const at::Tensor& query, const OnlineMemo
     }
     state.mu[h] += steps.data_ptr<double>()[h];
     state.done[h] = 0;
-    past_the_end = past_the_end && state.mu[h] > pos.nu[h][static_cast<size_t>(n - 1)];
+    past_the_end = past_the_end && (n == 0 || state.mu[h] > pos.nu[h][static_cast<size_t>(n - 1)]);
   }
   out.status = past_the_end ? core::ScanStatus::kExhausted : core::ScanStatus::kChose;
   out.weights = w.to(vopt.dtype());

@@ -307,6 +307,8 @@ std::pair<at::Tensor, at::Tensor> Encoder::forward(const at::Tensor& inputs, con
   }
   if (options_.lookahead > 0) x = widen(x, out_lens);
   at::Tensor memory = run_layers(x, out_lens);
+  // The padding frame of no frames at all gives no entry: T' = 0, as for any T the header's.
+  if (options_.input_kind != "symbols" && inputs.size(1) == 0) memory = memory.narrow(1, 0, 0);
   for (int64_t l = 0; l < options_.time_reduction_layers; ++l) out_lens = (out_lens + 1).div(2, "floor");
   return {memory, out_lens};
 }

@@ -1033,6 +1033,83 @@ TEST(Attention, ModuleArgumentErrors) {
   om.finish();
   expect_error([&] { att->extend(om, torch::randn({1, 4}, torch::kDouble)); },
                      "the stream's input is already finished");
+  // Tensors of another dtype than the module's parameters (float64) or its memory's: named
+  // by mona, for every mechanism, not by a LibTorch kernel.
+  for (const auto& mech : nn::mechanisms()) {
+    SCOPED_TRACE(mech.name);
+    AttentionOptions mo = small_options();
+    auto a = nn::make_attention(mech.name, mo);
+    a->to(torch::kDouble);
+    expect_error([&] { a->prepare(torch::randn({2, 5, 4})); },
+                 "memory: expected dtype Double (that of the module's parameters), got Float");
+    const auto pm = a->prepare(mem);
+    expect_error([&] { a->forward(torch::randn({2, 3, 3}), pm); }, "queries: expected dtype Double (that of the memory), got Float");
+    expect_error([&] { a->step(torch::randn({2, 3}), pm, a->initial_state(pm)); },
+                 "query: expected dtype Double (that of the memory), got Float");
+    nn::OnlineMemory fm;
+    expect_error([&] { a->extend(fm, torch::randn({2, 4})); },
+                 "Attention::extend: frames: expected dtype Double (that of the module's parameters), got Float");
+    a->extend(fm, torch::randn({2, 4}, torch::kDouble));
+    expect_error([&] { a->extend(fm, torch::randn({2, 4})); },
+                 "Attention::extend: frames: expected dtype Double (that of the memory so far), got Float");
+  }
+  expect_error([&] { att->step(torch::randn({2, 3}, torch::kDouble), m, torch::zeros({2, 5})); },
+               "state: expected dtype Double (that of the memory), got Float");
+  // A state that resumes past the entries of its memory (a memory since reset): named.
+  nn::HardState st;
+  nn::OnlineMemory six;
+  att->eval();
+  att->extend(six, torch::randn({6, 4}, torch::kDouble));
+  st.resume = 6;
+  six.reset();
+  att->extend(six, torch::randn({2, 4}, torch::kDouble));
+  expect_error([&] { att->hard_step(torch::randn({3}, torch::kDouble), six, st); },
+               "Attention::hard_step: state: the scan resumes at memory entry 6, past the 2 entries the memory has received");
+}
+
+// What a stream may release (Attention::first_needed): hard monotonic attention nothing
+// before its scan's position, MoChA nothing before the w - 1 entries ahead of it, MAtChA
+// nothing after t_{i-1}. With p ~ 0 the scan never chooses: the first two then hold a
+// bounded number of entries however long the input, each step's decision unchanged by the
+// release (against the same steps on a memory that keeps everything).
+TEST(Attention, ReleasedEntriesFollowTheScan) {
+  for (const std::string mech : {"monotonic", "mocha", "matcha"}) {
+    SCOPED_TRACE(mech);
+    AttentionOptions o = small_options();
+    o.init_r = -30;  // p_choose ~ 0: the scan never stops
+    torch::manual_seed(9);
+    auto a = nn::make_attention(mech, o);
+    a->to(torch::kDouble);
+    a->eval();
+    nn::OnlineMemory released, kept;
+    nn::HardState s_released, s_kept;
+    const auto q = torch::randn({3}, torch::kDouble);
+    int64_t most = 0, most_readable = 0;
+    for (int64_t j = 0; j < 300; ++j) {
+      const auto f = torch::randn({1, 4}, torch::kDouble);
+      a->extend(released, f);
+      a->extend(kept, f);
+      const auto r1 = a->hard_step(q, released, s_released);
+      const auto r2 = a->hard_step(q, kept, s_kept);
+      ASSERT_EQ(r1.status, r2.status) << j;
+      ASSERT_EQ(r1.status, core::ScanStatus::kNeedMoreInput) << j;
+      EXPECT_EQ(a->first_needed(s_released),
+                mech == "monotonic" ? s_released.resume
+                : mech == "mocha"   ? std::max<int64_t>(0, s_released.resume - o.chunk_size + 1)
+                                    : s_released.t);
+      released.release_before(a->first_needed(s_released));
+      most = std::max(most, released.held());
+      most_readable = std::max(most_readable, released.size() - released.first());
+    }
+    if (mech == "matcha") {
+      EXPECT_EQ(most_readable, 300) << "its chunk starts at t_{i-1}: every entry since is kept";
+    } else {
+      EXPECT_LE(most_readable, o.chunk_size - 1) << "readable: at most the w - 1 entries a chunk reaches back";
+      // Held: those and the released entries not yet moved out (OnlineMemory moves them
+      // once 16, or as many as it keeps, have been dropped).
+      EXPECT_LE(most, 16 + o.chunk_size) << "bounded however long the input";
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -324,6 +324,26 @@ TEST(GmmAttentionModule, WindowPastTheEndOfAFinishedInputIsExhausted) {
   }
 }
 
+// An empty finished memory: every step is past its end (kExhausted, zero context, no
+// weights), as for the monotonic family, not a choice of entry -1.
+TEST(GmmAttentionModule, AnEmptyFinishedMemoryIsExhausted) {
+  for (const bool source_aware : {true, false}) {
+    for (const GmmWindow w : kWindows) {
+      auto att = make(source_aware, w, 2);
+      nn::OnlineMemory om;
+      om.finish();
+      nn::HardState st;
+      for (int step = 0; step < 3; ++step) {
+        const auto r = att->hard_step(torch::randn({3}, torch::kDouble), om, st);
+        EXPECT_EQ(r.status, ScanStatus::kExhausted) << source_aware << " step " << step;
+        EXPECT_EQ(r.weights.numel(), 0);
+        ASSERT_EQ(r.context.numel(), 4);
+        EXPECT_EQ(r.context.abs().sum().item<double>(), 0.0);
+      }
+    }
+  }
+}
+
 TEST(GmmAttentionModule, EosFrame) {
   auto h = torch::randn({3, 4, 2}, torch::kDouble);
   auto lens = torch::tensor({4, 2, 3}, torch::kLong);
@@ -367,6 +387,31 @@ TEST(GmmAttentionModule, Errors) {
   om.reset();
   expect_error([&] { att->hard_step(torch::randn({3}, torch::kDouble), om, gs); },
                      "start from a fresh state");
+  // A query of another dtype than the module's (float64 here), named here rather than by a
+  // LibTorch kernel, on an empty memory too.
+  for (const auto dtype : {torch::kFloat, torch::kLong}) {
+    nn::OnlineMemory empty;
+    empty.finish();
+    nn::HardState fresh;
+    expect_error([&] { att->hard_step(torch::ones({3}, dtype), empty, fresh); },
+                 std::string("GmmAttention::hard_step: query: expected dtype Double (that of the module's parameters), got ") +
+                     (dtype == torch::kFloat ? "Float" : "Long"));
+  }
+  expect_error([&] { att->step(torch::ones({2, 3}, torch::kFloat), mem, att->initial_state(mem)); },
+               "GmmAttention::step: query: expected dtype Double (that of the memory), got Float");
+  // Entries released before the state reached them: SAGMM's positions are a running sum over
+  // every key, and a window may not read a released entry (each named, not an IndexError).
+  for (const bool source_aware : {true, false}) {
+    auto a = make(source_aware, GmmWindow::kAdaptive, 1);
+    nn::OnlineMemory released;
+    a->extend(released, torch::randn({8, 4}, torch::kDouble));
+    released.release_before(5);
+    released.finish();
+    nn::HardState fresh;
+    expect_error([&] { a->hard_step(torch::randn({3}, torch::kDouble), released, fresh); },
+                 source_aware ? "the memory released entries before 5 whose positions this state has not computed (it has 0)"
+                              : "the window reads memory entry 0, released already (the memory holds entries from 5 on)");
+  }
   auto mu = torch::zeros({1, 2, 1}, torch::kDouble);
   auto bad_var = torch::tensor({1.0, -1.0}, torch::kDouble).view({1, 2, 1});
   expect_error(
@@ -378,7 +423,7 @@ TEST(GmmAttentionModule, Errors) {
   nn::AttentionOptions bad = gmm_small_options();
   bad.gmm.num_heads = 0;
   expect_error([&] { nn::GmmAttention(bad, true, GmmWindow::kAdaptive); },
-                     "gmm.num_heads must be >= 1, got 0");
+                     "gmm.num_heads must lie in [1, 1048576], got 0");
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ TEST(GmmSeq2Seq, MakeAttentionBuildsTheGmmFamily) {
   }
   auto bad = o;
   bad.gmm.num_heads = 0;
-  expect_error([&] { nn::make_attention("sagmm-tr", bad); }, "gmm.num_heads must be >= 1, got 0");
+  expect_error([&] { nn::make_attention("sagmm-tr", bad); }, "gmm.num_heads must lie in [1, 1048576], got 0");
   bad = o;
   bad.gmm.window_radius = -1;
   expect_error([&] { nn::make_attention("sagmm-tr", bad); },

@@ -196,6 +196,7 @@ TEST(Seq2Seq, NoFramesGiveAnEmptyMemory) {
     EXPECT_EQ(ml.max().item<int64_t>(), 0);
     EXPECT_EQ(enc.output_length(0), 0);
     EXPECT_EQ(mem.size(0), 2);
+    EXPECT_EQ(mem.size(1), 0) << "T' = output_length(0) entries, as for any T";
     nn::EncoderStream st;
     EXPECT_EQ(enc.stream(st, torch::Tensor(), true).size(0), 0);
   }

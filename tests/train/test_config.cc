@@ -178,7 +178,8 @@ TEST(Config, RangesAreCheckedNamingTheKeyAndTheValue) {
       {"model.attention.init_r=.inf", "model.attention: init_r must be finite, got inf"},
       // The sections whose structs check themselves: their messages, naming the section.
       {"model.attention.chunk_size=0", "model.attention: chunk_size w must be >= 1, got 0"},
-      {"model.attention.gmm.num_heads=0", "model.attention: gmm.num_heads must be >= 1, got 0"},
+      {"model.attention.gmm.num_heads=0", "model.attention: gmm.num_heads must lie in [1, 1048576], got 0"},
+      {"model.attention.gmm.num_heads=1048577", "model.attention: gmm.num_heads must lie in [1, 1048576], got 1048577"},
       {"model.encoder_layers=0", "model: encoder_layers must be >= 1, got 0"},
       // Sizes whose products overflowed int64 (a model built with the wrong shape) or
       // exhausted memory in LibTorch, naming no key.

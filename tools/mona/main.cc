@@ -356,25 +356,6 @@ int run_eval(const EvalArgs& a, int64_t threads) {
                 << (examples.size() == 5 ? ", ..." : "") << "); they are decoded with <unk> in their place\n";
     }
   }
-  {  // references the model cannot produce: said, since they count as errors whatever it does
-    int64_t with_unknown = 0, references = 0;
-    std::vector<std::string> examples;
-    for (const auto& set : sets) {
-      for (const auto& reference : set.references) {
-        ++references;
-        const auto unknown = t.output_vocab.unknown_symbols(reference);
-        with_unknown += unknown.empty() ? 0 : 1;
-        for (const auto& u : unknown) {
-          if (examples.size() < 5 && std::find(examples.begin(), examples.end(), u) == examples.end()) examples.push_back(u);
-        }
-      }
-    }
-    if (with_unknown > 0) {
-      std::cerr << "mona: eval: " << with_unknown << " of " << references << " references of " << a.data_path
-                << " hold tokens outside the model's output vocabulary (" << quoted_list(examples)
-                << (examples.size() == 5 ? ", ..." : "") << "); the model cannot emit them, so they count as errors\n";
-    }
-  }
   const auto search = search_options(t, a.beam);
   mona::train::EvalProgress shown;  // on stderr: stdout holds the result
   shown.out = &std::cerr;
@@ -405,6 +386,26 @@ int run_eval(const EvalArgs& a, int64_t threads) {
     }
     mona::detail::check_data(voices_path.empty() || groups.count(set.input.at(0)) == 1, voices_path,
                              ": no voice for audio file ", set.input.at(0));
+  }
+  {  // references the model cannot produce (said once the side files passed their checks):
+     // they count as errors whatever it decodes
+    int64_t with_unknown = 0, references = 0;
+    std::vector<std::string> examples;
+    for (const auto& set : sets) {
+      for (const auto& reference : set.references) {
+        ++references;
+        const auto unknown = t.output_vocab.unknown_symbols(reference);
+        with_unknown += unknown.empty() ? 0 : 1;
+        for (const auto& u : unknown) {
+          if (examples.size() < 5 && std::find(examples.begin(), examples.end(), u) == examples.end()) examples.push_back(u);
+        }
+      }
+    }
+    if (with_unknown > 0) {
+      std::cerr << "mona: eval: " << with_unknown << " of " << references << " references of " << a.data_path
+                << " hold tokens outside the model's output vocabulary (" << quoted_list(examples)
+                << (examples.size() == 5 ? ", ..." : "") << "); the model cannot emit them, so they count as errors\n";
+    }
   }
   const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown,
                                        times_path.empty() ? nullptr : &word_times, threads);

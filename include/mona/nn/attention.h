@@ -80,9 +80,11 @@ struct GmmAttentionOptions {
   void validate(const char* who) const;
 };
 
-/// The largest vocabulary, width or layer count that AttentionOptions::validate() and
+/// The largest vocabulary, width, head or layer count that AttentionOptions::validate() and
 /// ModelOptions::validate() (nn/seq2seq.h) take: the layers' sizes are products of these,
-/// and larger ones overflow int64 or exhaust memory in LibTorch without naming the option.
+/// and larger ones overflow int64. It bounds arithmetic, not memory: sizes near it still ask
+/// for more memory than a machine has (a layer of kMaxModelSize^2 floats is 4 TiB), which
+/// LibTorch refuses with its own error.
 constexpr int64_t kMaxModelSize = int64_t{1} << 20;
 
 /// Configuration shared by the attention modules. Defaults follow 000 / 002.
@@ -298,10 +300,12 @@ class Attention : public torch::nn::Module {
 
   /// The first memory position that a hard step from `state` (or any later one) can read:
   /// the runtime releases the entries before it (OnlineMemory::release_before). Hard
-  /// monotonic attention and MAtChA read from t_{i-1} on (002 Alg. 1; 000 App. C), MoChA
-  /// from t_{i-1} - w + 1 (the chunk of 000 eq. 14 ends at t_i >= t_{i-1}); mechanisms
-  /// that attend over the whole input (soft, GMM and SAGMM without a window) return 0
-  /// and keep every entry.
+  /// monotonic attention reads from where its scan resumes on (HardState::resume: t_{i-1}
+  /// after a choice, further while it scans, 002 Alg. 1), MoChA from resume - w + 1 (the
+  /// chunk of 000 eq. 14 ends at t_i >= resume), MAtChA from t_{i-1} (its chunk
+  /// [t_{i-1}, t_i], 000 App. C: while its scan goes on without choosing, the entries since
+  /// t_{i-1} are kept); mechanisms that attend over the whole input (soft, GMM and SAGMM
+  /// without a window) return 0 and keep every entry.
   virtual int64_t first_needed(const HardState& state) const { (void)state; return 0; }
 
   /// Restarts the training-noise generator from `seed`. (Sampling at test time draws from
@@ -321,6 +325,9 @@ class Attention : public torch::nn::Module {
   virtual Energy& main_energy() = 0;
   /// The chunk energy (MoChA, MAtChA), or null.
   virtual Energy* chunk_energy() { return nullptr; }
+  /// Throws mona::ArgumentError naming `fn` and `name` unless `t` has the dtype of this
+  /// module's parameters (what prepare, extend and hard steps compute with).
+  void check_dtype(const at::Tensor& t, const char* fn, const char* name) const;
   friend class UnrolledAttention;  // calls step_with()
   /// step() within an unrolled sequence, reading what its steps share (`shared`, made by
   /// share_steps), or on its own (null).
@@ -401,7 +408,7 @@ class MonotonicAttention : public Attention {
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
                       HardStepOutput& out) override;
-  int64_t first_needed(const HardState& state) const override { return state.t; }
+  int64_t first_needed(const HardState& state) const override { return state.resume; }
   std::shared_ptr<Energy> monotonic;
 
  protected:
@@ -425,7 +432,7 @@ class MoChA : public MonotonicAttention {
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
                       HardStepOutput& out) override;
   int64_t first_needed(const HardState& state) const override {
-    return std::max<int64_t>(0, state.t - options_.chunk_size + 1);
+    return std::max<int64_t>(0, state.resume - options_.chunk_size + 1);
   }
   std::shared_ptr<Energy> chunk;
 
@@ -443,6 +450,7 @@ class MAtChA : public MonotonicAttention {
                          const at::Tensor& out_lengths = {}) override;
   void hard_step_into(const at::Tensor& query, const OnlineMemory& memory, HardState& state,
                       HardStepOutput& out) override;
+  int64_t first_needed(const HardState& state) const override { return state.t; }
   std::shared_ptr<Energy> chunk;
 
  protected:

@@ -43,10 +43,12 @@
 //
 // Bounded memory: after each decode() the runtime releases the memory entries that no
 // live hypothesis can read again (nn::OnlineSearch::first_needed over
-// nn::Attention::first_needed: before t_{i-1} for hard monotonic attention and MAtChA,
-// before t_{i-1} - w + 1 for MoChA), and the encoder keeps only the frames its
-// convolutions still need, so a stream of any length runs in bounded memory with these
-// mechanisms, with SAGMM-tr's fixed window ("sagmm-fixed": before gamma_{i-1} - (c-1)/2)
+// nn::Attention::first_needed: before the scan's position for hard monotonic attention,
+// w - 1 entries before it for MoChA, before t_{i-1} for MAtChA), and the encoder keeps only
+// the frames its convolutions still need, so a stream of any length runs in bounded memory
+// with hard monotonic attention and MoChA, with MAtChA while it keeps choosing (a scan that
+// never stops keeps the entries since t_{i-1}: its chunk starts there), with SAGMM-tr's
+// fixed window ("sagmm-fixed": before gamma_{i-1} - (c-1)/2)
 // and with its adaptive window ("sagmm-tr") when the variance is bounded
 // (gmm.max_variance > 0: before mu_{i-1} - r sqrt(max_variance)), Stream::memory_held
 // counting the entries. Soft attention, GMM and SAGMM keep the whole memory (a step may read
