@@ -592,19 +592,16 @@ class AudioSource {
       return;
     }
     name_ = "stdin";
-    if (a.format != "raw") {
-      // auto: WAV when the first 4 bytes are "RIFF"; raw PCM otherwise, those bytes its first.
-      std::string magic(4, '\0');
-      std::cin.read(&magic[0], 4);
-      magic.resize(static_cast<size_t>(std::cin.gcount()));
-      if (magic != "RIFF") {
-        mona::detail::check_data(a.format == "auto", "stdin: --format wav: expected a WAV header (RIFF), got ",
-                                 magic.empty() ? std::string("no bytes") : "\"" + printable(magic) + "\"");
-        pending_ = magic;
-        std::cin.clear(std::cin.rdstate() & ~std::ios::failbit);  // a short read is the end, not an error
-        return;
-      }
-    } else {
+    if (a.format == "raw") return;
+    // auto: WAV when the first 4 bytes are "RIFF"; raw PCM otherwise, those bytes its first.
+    std::string magic(4, '\0');
+    std::cin.read(&magic[0], 4);
+    magic.resize(static_cast<size_t>(std::cin.gcount()));
+    if (magic != "RIFF") {
+      mona::detail::check_data(a.format == "auto", "stdin: --format wav: expected a WAV header (RIFF), got ",
+                               magic.empty() ? std::string("no bytes") : "\"" + printable(magic) + "\"");
+      pending_ = magic;
+      std::cin.clear(std::cin.rdstate() & ~std::ios::failbit);  // a short read is the end, not an error
       return;
     }
     skip(8);  // RIFF size, "WAVE"
