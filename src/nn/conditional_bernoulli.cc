@@ -7,6 +7,7 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "check.h"
@@ -138,9 +139,9 @@ struct CbTableFn : torch::autograd::Function<CbTableFn> {
     const at::Tensor &logits = saved[0], &table = saved[1];
     const CbArgs a = load_args(ctx, "mona::nn::cb_log_table");
     const auto g = cb_grid(logits, a);
-    // Entries at -inf (infeasible) carry no gradient; the kernel requires finite seeds.
-    const at::Tensor gt =
-        grads[0].masked_fill(at::isinf(table), 0.0).nan_to_num(0.0, 0.0, 0.0).contiguous();
+    // Entries at -inf (infeasible) carry no gradient (and 0 there keeps NaN * 0 out of the
+    // adjoint); every other seed reaches the kernel, which refuses a non-finite one.
+    const at::Tensor gt = grads[0].masked_fill(at::isinf(table), 0.0).contiguous();
     at::Tensor gx = at::empty_like(logits);
     AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "cb_table_backward", [&] {
       core::cb_table_backward(gt.data_ptr<scalar_t>(), logits.data_ptr<scalar_t>(),
@@ -294,11 +295,30 @@ struct Checked {
   at::Tensor logits, in_lens, k;
 };
 
+// Logits [B, T] finite within each row's length `in_lens` (all T when undefined), named
+// by the public function `fn`; the kernels check them too, but name themselves.
+void check_finite_logits(const at::Tensor& logits, const at::Tensor& in_lens, const char* fn) {
+  const at::Tensor x = logits.contiguous();
+  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t* lens = detail::ptr_or_null(in_lens);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "check_finite_logits", [&] {
+    const scalar_t* p = x.data_ptr<scalar_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lens ? lens[b] : T;
+      for (int64_t t = 0; t < n; ++t) {
+        MONA_CHECK(std::isfinite(p[b * T + t]), fn, ": logits: expected finite values, got ",
+                   static_cast<double>(p[b * T + t]), " at [", b, ", ", t, "]");
+      }
+    }
+  });
+}
+
 Checked check_logits_k(const at::Tensor& logits, const at::Tensor& k, const at::Tensor& in_lens,
                        const char* fn) {
   detail::check_tensor(logits, fn, "logits", 2, "[B, T]");
   const int64_t B = logits.size(0), T = logits.size(1);
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
+  check_finite_logits(logits, il, fn);
   return {logits.contiguous(), il, check_k(k, fn, "k", B, T, il)};
 }
 
@@ -316,6 +336,7 @@ at::Tensor cb_log_prob(const at::Tensor& logits, const at::Tensor& b,
   detail::check_tensor(logits, fn, "logits", 2, "[B, T]");
   const at::Tensor il =
       detail::check_lengths(in_lens, fn, "in_lens", logits.size(0), logits.size(1));
+  check_finite_logits(logits, il, fn);
   auto [bc, k] = check_b(b, logits, fn, il);
   return CbLogProbFn::apply(logits.contiguous(), CbArgs{il, k, bc});
 }
@@ -347,6 +368,7 @@ at::Tensor cb_idb_step_log_probs(const at::Tensor& logits, const at::Tensor& b,
   detail::check_tensor(logits, fn, "logits", 2, "[B, T]");
   const at::Tensor il =
       detail::check_lengths(in_lens, fn, "in_lens", logits.size(0), logits.size(1));
+  check_finite_logits(logits, il, fn);
   auto [bc, k] = check_b(b, logits, fn, il);
   return StepFn<StepKind::kIdb>::apply(logits.contiguous(), CbArgs{il, k, bc});
 }
@@ -357,6 +379,7 @@ at::Tensor cb_bb_step_log_probs(const at::Tensor& logits, const at::Tensor& b,
   detail::check_tensor(logits, fn, "logits", 2, "[B, T]");
   const at::Tensor il =
       detail::check_lengths(in_lens, fn, "in_lens", logits.size(0), logits.size(1));
+  check_finite_logits(logits, il, fn);
   auto [bc, k] = check_b(b, logits, fn, il);
   return StepFn<StepKind::kBb>::apply(logits.contiguous(), CbArgs{il, k, bc});
 }
@@ -447,6 +470,7 @@ at::Tensor cb_marginal_log_likelihood(const at::Tensor& logits, const at::Tensor
   MONA_CHECK(log_emit.scalar_type() == logits.scalar_type(), fn, ": log_emit: expected dtype ",
               logits.scalar_type(), " (that of logits), got ", log_emit.scalar_type());
   const at::Tensor il = detail::check_lengths(in_lens, fn, "in_lens", B, T);
+  check_finite_logits(logits, il, fn);
   at::Tensor ol = detail::check_lengths(out_lens, fn, "out_lens", B, U);
   if (!ol.defined()) ol = at::full({B}, U, at::TensorOptions().dtype(at::kLong));
   const int64_t* l = ol.data_ptr<int64_t>();

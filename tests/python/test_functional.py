@@ -167,6 +167,47 @@ def test_gradcheck_cb_log_table():
     assert gradcheck(fn, (x,))
 
 
+def test_cb_log_table_backward_refuses_non_finite_seeds_where_the_table_is_finite():
+    # A NaN or inf seed at a finite entry of the valid region is an error, as for the
+    # other operators (it was zeroed, and training went on with a zero gradient); seeds at
+    # -inf (infeasible) entries and in the padding rows are ignored.
+    for bad in (float("nan"), float("inf")):
+        x = leaf(torch.tensor([[0.3, -1.0, 2.0]], dtype=D))
+        q = F.cb_log_table(x, torch.tensor([1]))
+        seed = torch.zeros_like(q)
+        seed[0, 0, 1] = bad
+        with pytest.raises(RuntimeError, match="grad_table: expected finite values"):
+            q.backward(seed)
+    x = leaf(torch.tensor([[0.3, -1.0, 2.0, 9.0]], dtype=D))
+    q = F.cb_log_table(x, torch.tensor([1]), torch.tensor([3]))
+    seed = torch.zeros_like(q)
+    seed[0, 0, 0] = 1.0
+    (clean,) = torch.autograd.grad(q, x, seed, retain_graph=True)
+    seed[torch.isinf(q)] = float("nan")
+    seed[0, 3:, :] = float("nan")  # the row past the length and the padding row
+    (noisy,) = torch.autograd.grad(q, x, seed)
+    assert torch.equal(clean, noisy) and torch.isfinite(noisy).all()
+
+
+def test_non_finite_logits_are_named_by_the_function_called():
+    x = torch.tensor([[0.0, float("nan"), 0.0]], dtype=D)
+    k = torch.tensor([1])
+    b = torch.tensor([[1.0, 0.0, 0.0]], dtype=D)
+    calls = {
+        "mona::nn::cb_marginals": lambda: F.cb_marginals(x, k),
+        "mona::nn::cb_log_table": lambda: F.cb_log_table(x, k),
+        "mona::nn::cb_log_prob": lambda: F.cb_log_prob(x, b),
+        "mona::nn::cb_idb_step_log_probs": lambda: F.cb_idb_step_log_probs(x, b),
+        "mona::nn::cb_sample_bb": lambda: mona.cb_sample(x, k, "bb", seed=1),
+    }
+    for name, call in calls.items():
+        with pytest.raises(mona.ArgumentError, match=name + r": logits: expected finite values, got nan at \[0, 1\]"):
+            call()
+    # NaN past a row's length is padding: not read
+    m = F.cb_marginals(torch.tensor([[0.0, 0.0, float("nan")]], dtype=D), k, torch.tensor([2]))
+    assert torch.equal(m, torch.tensor([[0.5, 0.5, 0.0]], dtype=D))
+
+
 def test_gradcheck_cb_marginal_log_likelihood():
     x = leaf(torch.randn(3, 7, dtype=D))
     log_emit = leaf(torch.log_softmax(torch.randn(3, 4, 7, dtype=D), dim=1))
