@@ -106,11 +106,16 @@ TEST(Cli, TrainDecodeStreamEvalPlot) {
   EXPECT_EQ(r.output.find("output vocabulary"), std::string::npos) << r.output;
   {
     std::ofstream dev(d / "dev-oov.tsv");
-    dev << "a b\tF E\nc d\tD Q\nb a\tE F Z\n";
+    dev << "a b\tF E\nc d\tD Q\nb a\tE F Z\nz a\tF\n";
   }
   r = run_cli("eval " + ckpt + " " + (d / "dev-oov.tsv"));
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("mona: eval: 2 of 3 references of " + (d / "dev-oov.tsv") +
+  EXPECT_NE(r.output.find("mona: eval: 1 of 4 inputs of " + (d / "dev-oov.tsv") +
+                          " hold symbols outside the model's input vocabulary ('z'); they are decoded with <unk> "
+                          "in their place\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("mona: eval: 2 of 4 references of " + (d / "dev-oov.tsv") +
                           " hold tokens outside the model's output vocabulary ('Q', 'Z'); the model cannot emit "
                           "them, so they count as errors\n"),
             std::string::npos)

@@ -94,6 +94,27 @@ std::string quoted_list(const std::vector<std::string>& symbols) {
   return join(quoted, ", ");
 }
 
+// How many of `sequences` hold symbols outside `vocab`, and the first five distinct ones
+// quoted ("'x', 'y', ..."): eval's notices of inputs and references it cannot take as given.
+struct OutsideVocabulary {
+  int64_t sequences = 0;
+  std::string examples;
+};
+OutsideVocabulary outside_vocabulary(const mona::data::Vocabulary& vocab,
+                                     const std::vector<const std::vector<std::string>*>& sequences) {
+  OutsideVocabulary out;
+  std::vector<std::string> first;
+  for (const auto* sequence : sequences) {
+    const auto unknown = vocab.unknown_symbols(*sequence);
+    out.sequences += unknown.empty() ? 0 : 1;
+    for (const auto& u : unknown) {
+      if (first.size() < 5 && std::find(first.begin(), first.end(), u) == first.end()) first.push_back(u);
+    }
+  }
+  out.examples = quoted_list(first) + (first.size() == 5 ? ", ..." : "");
+  return out;
+}
+
 // The distinct symbols of `tokens` that are the markers <pad>, <s>, </s> (data/tokens.h):
 // the model places them itself (an input </s> would end the input there), so no input or
 // reference may hold one (nn::Encoder refuses their ids). <unk> is not among them.
@@ -341,19 +362,13 @@ int run_eval(const EvalArgs& a, int64_t threads) {
   mona::detail::check(!sets.empty(), "DATA: ", a.data_path, " holds no examples (expected lines ",
                       t.takes_audio() ? "\"audio path<TAB>transcript\")" : "\"input tokens<TAB>output tokens\")");
   if (!t.takes_audio()) {  // decoded with <unk> in their place (TrainedModel::input_tensor): said, not hidden
-    int64_t with_unknown = 0;
-    std::vector<std::string> examples;  // the first few, for the notice
-    for (const auto& set : sets) {
-      const auto unknown = t.input_vocab.unknown_symbols(set.input);
-      with_unknown += unknown.empty() ? 0 : 1;
-      for (const auto& u : unknown) {
-        if (examples.size() < 5 && std::find(examples.begin(), examples.end(), u) == examples.end()) examples.push_back(u);
-      }
-    }
-    if (with_unknown > 0) {
-      std::cerr << "mona: eval: " << with_unknown << " of " << sets.size() << " inputs of " << a.data_path
-                << " hold symbols outside the model's input vocabulary (" << quoted_list(examples)
-                << (examples.size() == 5 ? ", ..." : "") << "); they are decoded with <unk> in their place\n";
+    std::vector<const std::vector<std::string>*> inputs;
+    for (const auto& set : sets) inputs.push_back(&set.input);
+    const OutsideVocabulary o = outside_vocabulary(t.input_vocab, inputs);
+    if (o.sequences > 0) {
+      std::cerr << "mona: eval: " << o.sequences << " of " << sets.size() << " inputs of " << a.data_path
+                << " hold symbols outside the model's input vocabulary (" << o.examples
+                << "); they are decoded with <unk> in their place\n";
     }
   }
   const auto search = search_options(t, a.beam);
@@ -389,22 +404,15 @@ int run_eval(const EvalArgs& a, int64_t threads) {
   }
   {  // references the model cannot produce (said once the side files passed their checks):
      // they count as errors whatever it decodes
-    int64_t with_unknown = 0, references = 0;
-    std::vector<std::string> examples;
+    std::vector<const std::vector<std::string>*> references;
     for (const auto& set : sets) {
-      for (const auto& reference : set.references) {
-        ++references;
-        const auto unknown = t.output_vocab.unknown_symbols(reference);
-        with_unknown += unknown.empty() ? 0 : 1;
-        for (const auto& u : unknown) {
-          if (examples.size() < 5 && std::find(examples.begin(), examples.end(), u) == examples.end()) examples.push_back(u);
-        }
-      }
+      for (const auto& reference : set.references) references.push_back(&reference);
     }
-    if (with_unknown > 0) {
-      std::cerr << "mona: eval: " << with_unknown << " of " << references << " references of " << a.data_path
-                << " hold tokens outside the model's output vocabulary (" << quoted_list(examples)
-                << (examples.size() == 5 ? ", ..." : "") << "); the model cannot emit them, so they count as errors\n";
+    const OutsideVocabulary o = outside_vocabulary(t.output_vocab, references);
+    if (o.sequences > 0) {
+      std::cerr << "mona: eval: " << o.sequences << " of " << references.size() << " references of " << a.data_path
+                << " hold tokens outside the model's output vocabulary (" << o.examples
+                << "); the model cannot emit them, so they count as errors\n";
     }
   }
   const auto r = mona::train::evaluate(t, sets, search, a.expected, a.limit, shown,

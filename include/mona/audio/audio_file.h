@@ -12,8 +12,8 @@
 // sample_rate is in Hz (samples per second).
 //
 // Errors:
-//   mona::DataError naming the file (or stream name) and the problem: missing or
-//     unreadable, empty, not an audio format libsndfile knows, truncated (a header that
+//   mona::DataError naming the file (or stream name) and the problem: missing, a
+//     directory or unreadable, empty, not an audio format libsndfile knows, truncated (a header that
 //     promises more frames than the file holds, an odd byte or a partial multi-channel frame
 //     at the end of raw PCM), a file with no channels or a rate <= 0.
 //   mona::ArgumentError for bad arguments: sample_rate or channels <= 0.
