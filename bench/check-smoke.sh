@@ -52,19 +52,24 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     if ($col["inspected"] + 0 < $col["emitted"] + 0) { print "check-smoke: " where ": inspected " $col["inspected"] " < emitted " $col["emitted"]; bad = 1 }
     if ($col["real_ns"] + 0 <= 0) { print "check-smoke: " where ": no time measured"; bad = 1 }
   }
+  # Each peer row against the monotonic row of the same pool: the mechanism names the pool
+  # after the step ("prepared_l2:2:2048" is read against "monotonic_l2:2:2048"), and the
+  # point by kind, dtype, T and U.
   $col["kind"] == "grid" || $col["kind"] == "scaling" {
-    if ($col["mechanism"] == "monotonic") { mono[$col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"] }
-    if ($col["mechanism"] == "plain_loop" || $col["mechanism"] ~ /^prepared/) {
-      peer[$col["mechanism"] " " $col["kind"] " " $col["dtype"] " " $col["T"]] = $col["inspected"] " " $col["emitted"]
+    m = $col["mechanism"]; at = $col["kind"] " " $col["dtype"] " " $col["T"] " " $col["U"]
+    if (m ~ /^monotonic/) { mono[substr(m, 10) " " at] = $col["inspected"] " " $col["emitted"] }
+    if (m ~ /^plain_loop/ || m ~ /^prepared/) {
+      pool = m; sub(/^(plain_loop|prepared_copy|prepared)/, "", pool)
+      peer[m " " at] = pool " " at SUBSEP $col["inspected"] " " $col["emitted"]
     }
   }
   END {
     if (n == 0) { print "check-smoke: decode.csv has no grid rows"; bad = 1 }
     if (length(peer) == 0) { print "check-smoke: decode.csv has no plain_loop or prepared rows"; bad = 1 }
     for (k in peer) {
-      at = substr(k, index(k, " ") + 1)
+      split(peer[k], v, SUBSEP); at = v[1]
       if (!(at in mono)) { print "check-smoke: decode.csv: " k " has no monotonic row"; bad = 1 }
-      else if (mono[at] != peer[k]) { print "check-smoke: decode.csv: " k ": monotonic inspected/emitted " mono[at] " != " peer[k]; bad = 1 }
+      else if (mono[at] != v[2]) { print "check-smoke: decode.csv: " k ": monotonic inspected/emitted " mono[at] " != " v[2]; bad = 1 }
     }
     exit bad
   }' "$dir/decode.csv"

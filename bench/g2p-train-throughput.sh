@@ -13,8 +13,7 @@
 # (shards of each batch in parallel, include/mona/nn/threads.h), 100 + N steps, the target
 # tokens of the steps after step 100 over their time (from the log records, each a window of
 # 100 steps with its rate; the windows' tokens summed over their seconds, the same aggregate
-# the peer reports). Peer: 20 warm-up steps, then N timed
-# steps, torch.set_num_threads(1 or 2) and OPENBLAS_NUM_THREADS the same count, so that
+# the peer reports). Peer: as many warm-up steps (100), then N timed steps, torch.set_num_threads(1 or 2) and OPENBLAS_NUM_THREADS the same count, so that
 # both sides run on as many threads as the row says: torch.set_num_threads does not reach
 # the pool that Debian's OpenBLAS (libopenblas0-pthread) keeps beside ATen's, one thread per
 # core by default, which mona sets to one (include/mona/nn/threads.h). With --blas-kernels
@@ -104,13 +103,13 @@ peer_run() {  # threads [blas_threads, empty: OpenBLAS's default pool and kernel
   if [[ -n ${2:-} ]]; then
     if [[ -n $blas_kernels ]]; then
       OPENBLAS_CORETYPE=$blas_kernels OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" \
-        --threads "$1" --steps "$steps"
+        --threads "$1" --warmup 100 --steps "$steps"
     else
-      OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --steps "$steps"
+      OPENBLAS_NUM_THREADS=$2 /usr/bin/python3 bench/python/g2p_peer.py "$train" --threads "$1" --warmup 100 --steps "$steps"
     fi
   else
     env -u OPENBLAS_NUM_THREADS -u OPENBLAS_CORETYPE /usr/bin/python3 bench/python/g2p_peer.py "$train" \
-      --threads "$1" --steps "$steps"
+      --threads "$1" --warmup 100 --steps "$steps"
   fi | sed -n 's/^\([0-9.e+-]*\) target tokens\/s (.*, batch \([0-9]*\), \([0-9]*\) parameters)$/\1,\3,\2/p'
 }
 # Each value is checked before it is written: a failed run stops the script (a command

@@ -3,6 +3,8 @@
 
 #include <Eigen/Core>
 #include <cstring>
+#include <immintrin.h>
+#include <type_traits>
 
 namespace mona::bench {
 namespace {
@@ -54,6 +56,80 @@ inline T dot_accumulators(const T* a, const T* b, int64_t n) {
   return s;
 }
 
+// A dot product as a hand-written BLAS kernel does it: A independent accumulators of the CPU's
+// width updated by fused multiply-adds, summed pairwise, and the lanes reduced by a shuffle
+// tree (log2 of the lanes dependent adds, where dot_accumulators' scalar loop takes one per
+// lane). Found by the benchmark's review: 25% faster than dot_accumulators on L1-resident
+// rows (float32 6.1 against 8.0 ns), about 6% at the L2. Without FMA (SSE2 builds) it is
+// dot_accumulators.
+#if defined(__AVX512F__)
+struct FmaF32 {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V fma(const float* a, const float* b, V acc) { return _mm512_fmadd_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b), acc); }
+  static V add(V x, V y) { return _mm512_add_ps(x, y); }
+  static float sum(V x) { return _mm512_reduce_add_ps(x); }
+};
+struct FmaF64 {
+  using V = __m512d;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V fma(const double* a, const double* b, V acc) { return _mm512_fmadd_pd(_mm512_loadu_pd(a), _mm512_loadu_pd(b), acc); }
+  static V add(V x, V y) { return _mm512_add_pd(x, y); }
+  static double sum(V x) { return _mm512_reduce_add_pd(x); }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+struct FmaF32 {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V fma(const float* a, const float* b, V acc) { return _mm256_fmadd_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b), acc); }
+  static V add(V x, V y) { return _mm256_add_ps(x, y); }
+  static float sum(V x) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+  }
+};
+struct FmaF64 {
+  using V = __m256d;
+  static constexpr int kLanes = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V fma(const double* a, const double* b, V acc) { return _mm256_fmadd_pd(_mm256_loadu_pd(a), _mm256_loadu_pd(b), acc); }
+  static V add(V x, V y) { return _mm256_add_pd(x, y); }
+  static double sum(V x) {
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    h = _mm_add_sd(h, _mm_unpackhi_pd(h, h));
+    return _mm_cvtsd_f64(h);
+  }
+};
+#endif
+
+template <int A, class T>
+inline T dot_fma_tree(const T* a, const T* b, int64_t n) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  using F = std::conditional_t<std::is_same_v<T, float>, FmaF32, FmaF64>;
+  constexpr int64_t kLanes = F::kLanes;
+  typename F::V acc[A];
+  for (int r = 0; r < A; ++r) acc[r] = F::zero();
+  int64_t k = 0;
+  for (; k + A * kLanes <= n; k += A * kLanes) {
+    for (int r = 0; r < A; ++r) acc[r] = F::fma(a + k + r * kLanes, b + k + r * kLanes, acc[r]);
+  }
+  for (; k + kLanes <= n; k += kLanes) acc[0] = F::fma(a + k, b + k, acc[0]);
+  for (int step = 1; step < A; step *= 2) {
+    for (int r = 0; r + step < A; r += 2 * step) acc[r] = F::add(acc[r], acc[r + step]);
+  }
+  T s = F::sum(acc[0]);
+  for (; k < n; ++k) s += a[k] * b[k];
+  return s;
+#else
+  return dot_accumulators<A, T>(a, b, n);
+#endif
+}
+
 template <class T>
 inline T eigen_dot(const T* a, const T* b, int64_t n) {
   return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(a, n).dot(
@@ -103,13 +179,15 @@ T best_dot_rows(int candidate, const T* q, const T* h, int64_t n, int64_t d, T* 
     case 0: return rows(dot_accumulators<2, T>, q, h, n, d, out);
     case 1: return rows(dot_accumulators<4, T>, q, h, n, d, out);
     case 2: return rows(dot_accumulators<8, T>, q, h, n, d, out);
-    default: return rows(eigen_dot<T>, q, h, n, d, out);
+    case 3: return rows(eigen_dot<T>, q, h, n, d, out);
+    case 4: return rows(dot_fma_tree<2, T>, q, h, n, d, out);
+    default: return rows(dot_fma_tree<4, T>, q, h, n, d, out);
   }
 }
 
 std::vector<std::string> best_dot_candidates() {
   const std::string isa = kIsa;
-  return {isa + "_x2", isa + "_x4", isa + "_x8", "eigen"};
+  return {isa + "_x2", isa + "_x4", isa + "_x8", "eigen", isa + "_fma_tree_x2", isa + "_fma_tree_x4"};
 }
 
 template int64_t plain_loop_decode<float>(int64_t&, const float*, const float*, const float*, int64_t, int64_t, int64_t,

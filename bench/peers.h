@@ -21,7 +21,9 @@ int64_t plain_loop_decode(int64_t& emitted, const T* keys, const T* values, cons
 
 /// The dot products of a query with n rows [n, d], written into out[n], by candidate `k` of
 /// the fastest dot products this CPU can run: vectors as wide as the CPU's (AVX-512 when it
-/// has it) with 2, 4 or 8 accumulators, and Eigen's. Returns the sum of the products.
+/// has it) with 2, 4 or 8 accumulators (lanes summed one by one), with 2 or 4 fused
+/// multiply-add accumulators and a shuffle-tree sum of the lanes, and Eigen's. Returns the
+/// sum of the products.
 template <class T>
 T best_dot_rows(int candidate, const T* q, const T* h, int64_t n, int64_t d, T* out);
 
