@@ -22,11 +22,15 @@ inline T log_norm_const(T variance) {
   return T(-0.5) * (static_cast<T>(kLog2Pi) + std::log(variance));
 }
 
-// N(x; mu, v) in one exponent (see the header: exactly 0 far from mu, never NaN).
+// N(x; mu, v) in one exponent (see the header: exactly 0 far from mu, never NaN), with
+// sd = sqrt(v) computed once per Gaussian by the caller. The distance is divided by sd
+// before it is squared: (x - mu)^2 / (2 v) as written overflows to inf / inf = NaN when both
+// (x - mu)^2 and 2 v exceed the largest value (v = 1e308, mu = 2e154: 003 eq. 11 gives
+// 5.4e-156), and to inf / finite = a density of 0 when only (x - mu)^2 does.
 template <class T>
-inline T normal_pdf(T x, T mu, T variance, T log_c) {
-  const T d = x - mu;
-  return std::exp(log_c - d * d / (T(2) * variance));
+inline T normal_pdf(T x, T mu, T sd, T log_c) {
+  const T z = (x - mu) / sd;
+  return std::exp(log_c - T(0.5) * z * z);
 }
 
 template <class T>
@@ -55,7 +59,7 @@ void check_inputs(const char* kName, const T* mu, const T* variance, const T* we
                   const T* nu, const T* delta, int64_t num_heads, const Grid& grid,
                   const GmmOptions& options) {
   options.validate();
-  mona::detail::check(num_heads >= 1, kName, ": num_heads must be >= 1, got ", num_heads);
+  mona::detail::check(num_heads >= 1, kName, ": num_heads (H, the last dimension of mu) must be >= 1, got ", num_heads);
   grid.validate(kName);
   if (grid.batch * grid.out_len > 0) {
     detail::check_ptr(mu, kName, "mu");
@@ -148,11 +152,11 @@ void gmm_attention(const T* mu, const T* variance, const Opt<T>* weights, const 
         const int64_t k = (b * U + i) * H + h;
         const T m = mu[k], v = variance[k], w = weights ? weights[k] : T(1);
         const RowWindow<T> win = row_window(m, v, nu_b, Tb, options, gamma[h]);
-        const T log_c = log_norm_const(v);
+        const T log_c = log_norm_const(v), sd = std::sqrt(v);
         for (int64_t j = win.j0; j < win.j1; ++j) {
           const T x = position(nu_b, j);
           if (!win.contains(x)) continue;
-          row[j] += w * normal_pdf(x, m, v, log_c);
+          row[j] += w * normal_pdf(x, m, sd, log_c);
         }
       }
       if (delta_b) {
@@ -191,12 +195,12 @@ void gmm_attention_backward(const T* grad_alpha, const T* mu, const T* variance,
         const int64_t k = (b * U + i) * H + h;
         const T m = mu[k], v = variance[k], w = weights ? weights[k] : T(1);
         const RowWindow<T> win = row_window(m, v, nu_b, Tb, options, gamma[h]);
-        const T log_c = log_norm_const(v);
+        const T log_c = log_norm_const(v), sd = std::sqrt(v);
         T gw = 0, gm = 0, gv = 0;
         for (int64_t j = win.j0; j < win.j1; ++j) {
           const T pos = position(nu_b, j);
           if (!win.contains(pos)) continue;
-          const T n = normal_pdf(pos, m, v, log_c);
+          const T n = normal_pdf(pos, m, sd, log_c);
           if (n == T(0)) continue;  // far entry: every term is exactly 0
           const T d = pos - m;
           const T x = d / v;
@@ -225,7 +229,7 @@ namespace {
 template <class T>
 void check_penalty_inputs(const char* kName, const T* mu, const T* nu, int64_t num_heads,
                           const Grid& grid, double lambda) {
-  mona::detail::check(num_heads >= 1, kName, ": num_heads must be >= 1, got ", num_heads);
+  mona::detail::check(num_heads >= 1, kName, ": num_heads (H, the last dimension of mu) must be >= 1, got ", num_heads);
   mona::detail::check(std::isfinite(lambda) && lambda >= 0.0, kName,
                       ": lambda: expected a finite value >= 0, got ", lambda);
   grid.validate(kName);
@@ -344,10 +348,10 @@ GmmStepResult online_step(T mu, T variance, const T* nu, const Opt<T>* delta, in
     return r;
   };
   auto emit = [&](int64_t begin, int64_t end) {
-    const T log_c = log_norm_const(variance);
+    const T log_c = log_norm_const(variance), sd = std::sqrt(variance);
     for (int64_t j = begin; j < end; ++j) {
       ++r.touched;
-      const T n = normal_pdf(nu[j], mu, variance, log_c);
+      const T n = normal_pdf(nu[j], mu, sd, log_c);
       const T d = delta ? delta[j] : T(1);
       mona::detail::check(d >= T(0) && std::isfinite(d), kName,
                           ": delta: expected finite values >= 0, got ",

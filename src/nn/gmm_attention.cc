@@ -241,7 +241,8 @@ at::Tensor gmm_attention_weights(const at::Tensor& mu, const at::Tensor& varianc
     const at::Tensor n = nu.defined() ? nu : default_positions(B, T, mu.options());
     at::Tensor d = delta;
     if (d.defined()) {
-      detail::check_like(d, n, fn, "delta", "nu");
+      // Against mu when nu was not given (n is then the default positions, made in mu's dtype).
+      detail::check_like(d, n, fn, "delta", nu.defined() ? "nu" : "mu");
     } else {
       d = at::ones({B, T}, mu.options());
     }

@@ -395,6 +395,45 @@ TEST(GmmAttention, NoNanForFramesFarOutsideTheWindow) {
   EXPECT_GT(weights[0], 0.0);
 }
 
+// Variances near the largest value: (x - mu)^2 and 2 v both overflow, but z = (x - mu) /
+// sqrt(v) does not. Frames at 1 and 2 against mu = 2 sd: 003 eq. 11 in long double.
+template <class T>
+void huge_variance_case(T v) {
+  const T mu = T(2) * std::sqrt(v);
+  const int64_t Tn = 2;
+  const std::vector<T> mus = {mu}, var = {v}, w = {T(1)};
+  std::vector<T> alpha(Tn, T(-7));
+  Grid g;
+  g.batch = 1;
+  g.out_len = 1;
+  g.in_len = Tn;
+  GmmOptions o;  // no window: every frame is evaluated
+  core::gmm_attention(mus.data(), var.data(), w.data(), nullptr, nullptr, alpha.data(), 1, g, o);
+  for (int64_t j = 0; j < Tn; ++j) {
+    const long double d = (j + 1) - static_cast<long double>(mu);
+    const long double ref =
+        std::exp(-0.5L * std::log(2 * 3.14159265358979323846264338327950288L * static_cast<long double>(v)) -
+                 d * d / (2 * static_cast<long double>(v)));
+    // A few ulps of the exponent's rounding: log(2 pi v) ~ 710, so its ulp moves the result
+    // by about 710 eps relative.
+    EXPECT_NEAR(static_cast<long double>(alpha[j]), ref, 1000 * std::numeric_limits<T>::epsilon() * ref)
+        << "v " << v << " frame " << j + 1;
+  }
+  const std::vector<T> G(Tn, T(1));
+  std::vector<T> gmu(1), gv(1), gw(1);
+  core::gmm_attention_backward(G.data(), mus.data(), var.data(), w.data(), nullptr, nullptr,
+                               gmu.data(), gv.data(), gw.data(), nullptr, nullptr, 1, g, o);
+  EXPECT_TRUE(std::isfinite(gmu[0]) && std::isfinite(gv[0]) && std::isfinite(gw[0]));
+  EXPECT_GT(gw[0], T(0));
+}
+
+TEST(GmmAttention, HugeVariancesGiveTheDensityNotNan) {
+  huge_variance_case<double>(1e308);
+  huge_variance_case<double>(1e300);
+  huge_variance_case<float>(3e38f);
+  huge_variance_case<float>(1e38f);
+}
+
 TEST(GmmAttention, EmptyLengthsGiveZerosAndPaddingIsWritten) {
   GmmProblem p;
   p.B = 2;
@@ -732,7 +771,7 @@ TEST(GmmAttention, Errors) {
   Grid g3 = g;
   g3.batch = -1;
   expect_error([&] { run(g3, o); }, "batch size must be >= 0, got -1");
-  expect_error([&] { run(g, o, 0); }, "gmm_attention: num_heads must be >= 1, got 0");
+  expect_error([&] { run(g, o, 0); }, "gmm_attention: num_heads (H, the last dimension of mu) must be >= 1, got 0");
   GmmOptions bad_radius;
   bad_radius.radius = 0.0;
   expect_error([&] { run(g, bad_radius); }, "GmmOptions.radius: expected a finite value > 0, got 0");

@@ -30,6 +30,10 @@ from conftest import random_p
     (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1), torch.rand(1, 2, 1),
                                      in_lens=torch.tensor([-3])),
      "mona::nn::gmm_attention_weights: in_lens[0] must lie in [0, 9223372036854775807], got -3"),
+    # delta without nu: its dtype is that of mu (the default positions are made in it)
+    (lambda: F.gmm_attention_weights(torch.rand(1, 2, 1, dtype=torch.float64),
+                                     torch.rand(1, 2, 1, dtype=torch.float64) + 0.5, delta=torch.rand(1, 4)),
+     "mona::nn::gmm_attention_weights: delta: expected dtype Double (that of mu), got Float"),
     (lambda: F.gmm_length_penalty(torch.rand(1, 2, 1), None, 5e-4, torch.tensor([-3])),
      "mona::nn::gmm_length_penalty: in_lens[0] must lie in [0, 9223372036854775807], got -3"),
     # lambda_ is checked where the penalty is computed (the core), once

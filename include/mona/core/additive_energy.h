@@ -28,8 +28,9 @@
 // backward pass skips (b, i, j) where G is exactly 0, such as padding.
 //
 // Errors (mona::Error): negative sizes; null pointers where there are entries. The values
-// are not checked: a non-finite query or key gives a non-finite energy, which the
-// mechanisms' kernels reject by name (p, u).
+// are not checked: a NaN in a query or key gives a NaN energy, which the mechanisms'
+// kernels reject by name (p, u); an infinite one saturates tanh (as torch.tanh does) and
+// gives a finite energy.
 //
 // Threads: batch elements in parallel with OpenMP when the call is large enough
 // (src/core/parallel.h); dL/dw is summed per thread, then over the threads in a fixed

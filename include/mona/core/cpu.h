@@ -19,7 +19,8 @@ namespace mona::core {
 ///
 /// Throws mona::Error, naming the variable and its value, when MONA_KERNEL_TARGET is not
 /// one of those names or names a version this CPU or this build cannot run; the kernels
-/// then throw the same error at every call.
+/// compiled per version then throw the same error at every call (kernels with one version,
+/// such as the masked softmax, run as usual).
 const char* kernel_target();
 
 }  // namespace mona::core

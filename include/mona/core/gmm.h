@@ -44,9 +44,10 @@
 // that of the formula above with M (and gamma) held fixed, which is the derivative almost
 // everywhere (M jumps only where nu_j sits exactly on a window edge).
 //
-// Numerics: every Gaussian is evaluated as exp(-0.5 log(2 pi v) - (x - mu)^2 / (2 v)), one
-// exponent, never a ratio of two exponentials. An entry 1e4 standard deviations away gives
-// exp(-5e7) = 0 exactly, and its gradient terms are skipped (exactly 0), so no 0 * inf =
+// Numerics: every Gaussian is evaluated as exp(-0.5 log(2 pi v) - z^2 / 2) with
+// z = (x - mu) / sqrt(v), one exponent, never a ratio of two exponentials, and no square of
+// a distance that could overflow where z cannot (mu = 2e154, v = 1e308). An entry 1e4
+// standard deviations away gives exp(-5e7) = 0 exactly, and its gradient terms are skipped (exactly 0), so no 0 * inf =
 // NaN can arise from far entries.
 //
 // Backward (G = dL/dalpha[b,i,j]; n = N(nu_j; mu, v) of head h; x = (nu_j - mu) / v; sums

@@ -65,7 +65,9 @@
 // (bench/notes.md). The lanes' shares of each output entry are added in a fixed order. A downward sweep stops where Pi(k, l) is 0 (p = 1, or the product below the
 // smallest normal number and flushed, src/core/subnormals.h; the backward pass where Pi
 // without its smallest factor is), for all the lanes' chunk ends: the chunks further down
-// carry no weight the type can hold. In float that is a few hundred entries for typical p, so long rows cost O(n) per
+// carry no weight the type can hold while alpha_prev <= 1, as an alignment's entries are.
+// (A larger alpha_prev, which the kernels accept, can lose such weights: alpha_prev = 1e30
+// in float drops entries of about 1e-14 that its products would still reach.) In float that is a few hundred entries for typical p, so long rows cost O(n) per
 // chunk end times that span, not O(n^2) (3.4-3.7x at [8, 50, 2000], bench/notes.md).
 #pragma once
 

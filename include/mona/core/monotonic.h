@@ -12,7 +12,9 @@
 //
 // with alpha[-1, :] the initial alignment alpha_0 (default delta at j = 0, i.e. t_0 = 1
 // in the paper's 1-based indexing). Every coefficient lies in [0, 1], so the recurrence is
-// exact and stable for any T. It replaces the cumsum/cumprod closed form (002 eq. 30,
+// stable for any T: no cancellation and nothing that overflows, and its rounding error grows
+// at most like T eps (double: tens to hundreds of ulps at T = 500-5000; float inputs are
+// carried in double and come out within about an ulp). It replaces the cumsum/cumprod closed form (002 eq. 30,
 // 000 eq. 23), whose clamped division by an exclusive cumprod underflows on long inputs.
 //
 // Rows need not sum to 1: sum_j alpha[i, j] <= 1, and the missing mass is the probability
@@ -44,7 +46,11 @@
 //
 // Layout of the work: the full-grid kernels run 2, 4 or 8 batch elements at once, one per
 // lane of the widest vector of doubles the CPU has (float inputs are carried in double),
-// grouped by input length; a group runs to its longest row without reading padding.
+// grouped by input length; a group runs to its longest row without reading padding. They
+// flush subnormal numbers to zero, inputs and results (src/core/subnormals.h: a subnormal
+// operand costs about 100 cycles): a p below the smallest normal number is read as 0, and
+// values and gradients below it come out 0, where the step kernels keep them. The two
+// forms then differ by less than the smallest normal number.
 //
 // Threads: groups of batch elements are processed in parallel with OpenMP (heads should be
 // folded into the batch dimension). Where the batch has fewer groups than there are threads

@@ -118,8 +118,12 @@ inline void prefetch_row(const void* row, int64_t row_bytes) {
 /// itself: sigmoid is increasing, so z = 1[e >= logit(tau)]. An energy more than 1e-6
 /// from logit(tau) decides by that comparison alone; within the margin (far wider than the
 /// rounding of log and exp) the sigmoid is evaluated and compared with tau, so every
-/// decision equals the one sigmoid(e) >= tau makes, for the cost of one comparison on all
-/// but a vanishing fraction of energies. NaN chooses nothing (as p >= tau would not).
+/// decision equals the one sigmoid(e) >= tau makes in double, for the cost of one
+/// comparison on all but a vanishing fraction of energies. That holds for tau up to about
+/// 1 - 1e-9: closer to 1 the double sigmoid's steps near tau (1.1e-16 / (1 - tau) in e)
+/// are wider than the margin, and the comparison with logit(tau), which agrees with an
+/// exact sigmoid there, is the finer decision of the two. NaN chooses nothing (as p >= tau
+/// would not).
 class EnergyThreshold {
  public:
   /// Throws mona::Error unless 0 < tau < 1.
