@@ -51,7 +51,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -193,18 +192,20 @@ void warm_up(std::vector<DataSet>& pool, const Decode& decode, int64_t& inspecte
 // 2-3 data sets, and a trial repeating one of them in the same order repeats its sequence of
 // stop/continue decisions, which the branch predictor then learns: a probe of the plain loop
 // at T = U = 100 ran 7-9% faster on 2-3 distinct sequences than on 40 (bench/notes.md, "The
-// benchmark's review"). Each trial therefore takes its data set's queries in one of
-// kQueryOrders fixed random permutations, cycled with a period prime to the pool's size: the
-// same i.i.d. queries, so the same work per step, but a decision sequence no earlier trial
-// had. (The grid's 10 data sets showed no such learning; its trials keep the given order.)
+// benchmark's review"). Each trial therefore starts at one of kQueryOrders fixed random
+// offsets into its data set's queries and takes them in order from there, cyclically: the
+// same i.i.d. queries, read in sequence as a decoder's arrive (a random permutation made the
+// queries' rows miss the prefetcher: about twice the time per entry, bench/notes.md), but a
+// path through the memory, and so a sequence of decisions, that no earlier trial had. (The
+// grid's 10 data sets showed no such learning; its trials keep the given order.)
 constexpr size_t kQueryOrders = 61;
 std::vector<std::vector<int64_t>> query_orders(int64_t U, bool shuffled) {
   std::vector<std::vector<int64_t>> orders(shuffled ? kQueryOrders : 1);
   std::mt19937_64 rng(0x5eedu + static_cast<uint64_t>(U));
   for (auto& o : orders) {
+    const int64_t offset = shuffled ? static_cast<int64_t>(rng() % static_cast<uint64_t>(U)) : 0;
     o.resize(static_cast<size_t>(U));
-    std::iota(o.begin(), o.end(), int64_t{0});
-    if (shuffled) std::shuffle(o.begin(), o.end(), rng);
+    for (int64_t i = 0; i < U; ++i) o[static_cast<size_t>(i)] = (offset + i) % U;
   }
   return orders;
 }

@@ -83,6 +83,10 @@ Table read_csv(const std::string& path) {
 std::map<std::string, std::string> read_kv(const std::string& path) {
   std::map<std::string, std::string> kv;
   std::ifstream in(path);
+  if (!in) {  // as read_csv: a report without its run's description would lose it silently
+    std::fprintf(stderr, "mona_bench_report: cannot read %s\n", path.c_str());
+    std::exit(1);
+  }
   std::string line;
   while (std::getline(in, line)) {
     const auto eq = line.find('=');
@@ -603,8 +607,9 @@ int main(int argc, char** argv) {
     if (!rows.empty()) {
       line("The same steps over an L2-resident pool: the grid's first data sets at T = U = " + std::to_string(nmax) +
            ", as many as fill at most half of this CPU's L2 as glibc reports it per core (at least 2), each trial"
-           " taking its data set's queries in one of 61 fixed random orders, so that no trial repeats an earlier"
-           " one's sequence of decisions for the branch predictor to learn (bench/decode.cc, query_orders), read against the best dot product over its"
+           " taking its data set's queries in order from one of 61 fixed random offsets (cyclically), so that no"
+           " trial repeats an earlier one's sequence of decisions for the branch predictor to learn"
+           " (bench/decode.cc, query_orders), read against the best dot product over its"
            " L2-resident rows, i.e. both at the same cache level.");
       line();
       line("| dtype | step | data sets | MiB | L2 MiB | entries inspected per step | ns/entry | best dot ns/dot | step / best dot |");
@@ -1135,6 +1140,8 @@ int main(int argc, char** argv) {
                  ms.first, 10, true, "x");
   }
   verdict_line("training kernels, largest mona error (output or gradient, all cases; " + verdict.worst_err + ")", verdict.max_err, 1e-5, false, "");
+  line("  (largest mona error relative to the largest magnitude of the same reference tensor: " +
+       fmt(verdict.max_rel, 2) + "; float32 rounding is 6e-8 relative.)");
   // Issue 22's kernel targets are the expected alignment's; MoChA and MAtChA are reported
   // the same way, without a verdict.
   auto per_op = [&](const std::map<std::string, std::pair<double, std::string>>& worst,
@@ -1150,8 +1157,6 @@ int main(int argc, char** argv) {
     }
   };
   per_op(worst_copy, "largest time over the copy bound, one thread", 2.5, false);
-  line("  (largest mona error relative to the largest magnitude of the same reference tensor: " +
-       fmt(verdict.max_rel, 2) + "; float32 rounding is 6e-8 relative.)");
   per_op(worst_thread, "smallest 2-thread speedup", 1.6, true);
   if (g2p.empty()) {
     // Without the CMUdict data (`make demo`) or in quick mode the G2P rounds do not run; the
