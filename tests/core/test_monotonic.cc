@@ -635,17 +635,19 @@ TEST(MonotonicAlignment, ErrorsPrintTheFailingValueExactlyWithTheTensorsRank) {
 // The full-grid kernels check p, grad_alpha and the saved alpha as their recurrences read
 // them: a bad value at any valid entry (whole and partial tiles of the lane groups, the
 // last alpha row that the backward pass does not read) is reported with its index, and
-// padding is never read.
-TEST(MonotonicAlignment, EveryValidEntryIsCheckedAndPaddingIsNot) {
+// padding is never read. Float inputs leave NaNs and infinities to the recurrences' carries
+// (monotonic_kernels.inc), so both dtypes are checked at every entry.
+template <class F>
+void every_valid_entry_is_checked_and_padding_is_not() {
   Grid g;
   g.batch = 2;
   g.out_len = 6;
-  g.in_len = 7;
-  const std::vector<int64_t> in_lens = {7, 4}, out_lens = {6, 5};
+  g.in_len = 19;  // whole tiles of 8 lanes and partial ones
+  const std::vector<int64_t> in_lens = {19, 12}, out_lens = {6, 5};
   g.in_lens = in_lens.data();
   g.out_lens = out_lens.data();
-  const size_t n = 2 * 6 * 7;
-  std::vector<double> p(n, 0.4), alpha(n), grad(n, 1.0), gp(n);
+  const size_t n = 2 * 6 * 19;
+  std::vector<F> p(n, F(0.4)), alpha(n), grad(n, F(1)), gp(n);
   core::monotonic_alignment(p.data(), nullptr, alpha.data(), g);
   auto backward = [&] {
     core::monotonic_alignment_backward(grad.data(), p.data(), nullptr, alpha.data(), gp.data(), nullptr, g);
@@ -653,12 +655,12 @@ TEST(MonotonicAlignment, EveryValidEntryIsCheckedAndPaddingIsNot) {
   int64_t valid = 0;
   for (int64_t b = 0; b < 2; ++b) {
     for (int64_t i = 0; i < 6; ++i) {
-      for (int64_t j = 0; j < 7; ++j) {
-        const size_t k = static_cast<size_t>((b * 6 + i) * 7 + j);
+      for (int64_t j = 0; j < 19; ++j) {
+        const size_t k = static_cast<size_t>((b * 6 + i) * 19 + j);
         const bool inside = i < out_lens[static_cast<size_t>(b)] && j < in_lens[static_cast<size_t>(b)];
         const std::string at = " at [" + std::to_string(b) + ", " + std::to_string(i) + ", " + std::to_string(j) + "]";
-        std::vector<double> out(n);
-        p[k] = std::numeric_limits<double>::quiet_NaN();
+        std::vector<F> out(n);
+        p[k] = std::numeric_limits<F>::quiet_NaN();
         if (inside) {
           expect_error([&] { core::monotonic_alignment(p.data(), nullptr, out.data(), g); }, "got nan" + at);
           expect_error(backward, "monotonic_alignment_backward: p: expected values in [0, 1], got nan" + at);
@@ -666,27 +668,38 @@ TEST(MonotonicAlignment, EveryValidEntryIsCheckedAndPaddingIsNot) {
           EXPECT_NO_THROW(core::monotonic_alignment(p.data(), nullptr, out.data(), g)) << at;
           EXPECT_NO_THROW(backward()) << at;
         }
-        p[k] = 0.4;
-        const double kept = alpha[k];
+        p[k] = F(0.4);
+        const F kept = alpha[k];
         alpha[k] = -1;
         if (inside) {
           expect_error(backward, "alpha: expected finite values >= 0, got -1" + at);
         } else {
           EXPECT_NO_THROW(backward()) << at;
         }
+        alpha[k] = std::numeric_limits<F>::quiet_NaN();
+        if (inside) {
+          expect_error(backward, "alpha: expected finite values >= 0, got nan" + at);
+        } else {
+          EXPECT_NO_THROW(backward()) << at;
+        }
         alpha[k] = kept;
-        grad[k] = -std::numeric_limits<double>::infinity();
+        grad[k] = -std::numeric_limits<F>::infinity();
         if (inside) {
           expect_error(backward, "grad_alpha: expected finite values, got -inf" + at);
         } else {
           EXPECT_NO_THROW(backward()) << at;
         }
-        grad[k] = 1.0;
+        grad[k] = F(1);
         valid += inside;
       }
     }
   }
-  EXPECT_EQ(valid, 6 * 7 + 5 * 4);
+  EXPECT_EQ(valid, 6 * 19 + 5 * 12);
+}
+
+TEST(MonotonicAlignment, EveryValidEntryIsCheckedAndPaddingIsNot) {
+  every_valid_entry_is_checked_and_padding_is_not<float>();
+  every_valid_entry_is_checked_and_padding_is_not<double>();
 }
 
 // Issue 17: the backward passes validate the saved forward values too; a NaN alpha used to
