@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "util/test_util.h"
@@ -254,7 +255,8 @@ TEST(Dot, EqualsLongDoubleSumWithinRounding) {
 }
 
 // dot_threshold_scan decides exactly as threshold_scan does over energies scale * dot +
-// offset computed by core::dot (the same routine, so the energies are equal bit for bit).
+// offset computed by core::dot (the same operations in the same order, so the energies are
+// equal bit for bit).
 TEST(DotThresholdScan, EqualsThresholdScanOverDotEnergies) {
   Random rnd(31);
   const core::EnergyThreshold rule(0.3);
@@ -292,6 +294,48 @@ TEST(DotThresholdScan, EqualsThresholdScanOverDotEnergies) {
   // Nothing to score (start = available): no key is read, so none is needed.
   EXPECT_EQ(core::dot_threshold_scan<float>(&q, nullptr, 1, 1, 1, true, 1.0, 0.0, rule).status,
             core::ScanStatus::kExhausted);
+}
+
+// The scan's loops for the common key sizes (64, 128, 256, 512 entries: their dot product's
+// length a constant) and its general loop compute each energy with core::dot's operations, so
+// an energy is core::dot's to the bit. Random energies would hide a difference in the last
+// bit, so each entry is put on the threshold (tau = 0.5, logit 0) with a power-of-two scale s
+// (2^40 for float, 2^60 for double): with offset -s d, where d is core::dot's product, the
+// energy s (d_scan - d) is exactly 0 when the scan's product equals d, and is chosen
+// (sigmoid(0) = 0.5); with offset -s d', d' the next value of T above d, it is s (d_scan - d'),
+// a large negative energy, rejected. A scan product one ulp of T off either way decides the
+// other way in one of the two (s times an ulp is far outside the threshold's 1e-6 margin).
+template <class T>
+void expect_scan_energies_equal_dot() {
+  Random rnd(37);
+  const core::EnergyThreshold rule(0.5);
+  const double scale = std::ldexp(1.0, std::is_same_v<T, float> ? 40 : 60);
+  for (const int64_t dim : {64, 128, 256, 512, 1, 7, 63, 65, 200, 300}) {
+    const int64_t rows = 6;
+    std::vector<T> query(static_cast<size_t>(dim) + 1), keys(static_cast<size_t>(dim * rows) + 1);
+    for (int trial = 0; trial < 4; ++trial) {
+      for (auto& x : query) x = static_cast<T>(rnd.uniform(-1, 1));
+      for (auto& x : keys) x = static_cast<T>(rnd.uniform(-1, 1));
+      const T* q = query.data() + trial % 2;  // aligned and not
+      const T* k = keys.data() + trial % 2;
+      for (int64_t j = 0; j < rows; ++j) {
+        const T d = core::dot(q, k + j * dim, dim);
+        const T next = std::nextafter(d, std::numeric_limits<T>::infinity());
+        const auto at = core::dot_threshold_scan(q, k + j * dim, dim, j, j + 1, true, scale,
+                                                 -scale * static_cast<double>(d), rule);
+        ASSERT_EQ(at.status, core::ScanStatus::kChose) << "dim " << dim << " row " << j << " product " << d;
+        ASSERT_EQ(at.index, j);
+        const auto below = core::dot_threshold_scan(q, k + j * dim, dim, j, j + 1, true, scale,
+                                                    -scale * static_cast<double>(next), rule);
+        ASSERT_EQ(below.status, core::ScanStatus::kExhausted) << "dim " << dim << " row " << j << " product " << d;
+      }
+    }
+  }
+}
+
+TEST(DotThresholdScan, EveryKeySizeGivesCoreDotsEnergyToTheBit) {
+  expect_scan_energies_equal_dot<float>();
+  expect_scan_energies_equal_dot<double>();
 }
 
 }  // namespace
