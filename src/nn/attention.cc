@@ -424,9 +424,13 @@ void Attention::scan(const at::Tensor& query, const OnlineMemory& memory, HardSt
     }
     if (query_data != nullptr) {
       AT_DISPATCH_FLOATING_TYPES(memory.dtype_, "hard_scan", [&] {
-        r = core::dot_threshold_scan(static_cast<const scalar_t*>(query_data),
-                                     static_cast<const scalar_t*>(memory.keys_data_) + memory.row(state.resume) * dk, dk,
-                                     state.resume, n, memory.finished(), scale, offset, threshold_rule_);
+        // The kernel itself, as PreparedHardStep calls it: the checks of core::dot_threshold_scan
+        // hold here (Dk >= 1; first() <= resume <= n, checked above), and the kernel target is
+        // decided once per process. 3-4% of this step's time at T = U = 100 (bench/notes.md).
+        static const core::DotThresholdScanKernel<scalar_t> kernel = core::dot_threshold_scan_kernel<scalar_t>();
+        r = kernel(static_cast<const scalar_t*>(query_data),
+                   static_cast<const scalar_t*>(memory.keys_data_) + memory.row(state.resume) * dk, dk,
+                   state.resume, n, memory.finished(), scale, offset, threshold_rule_);
       });
     } else {
       const EnergyScorer scorer = main_energy().scorer(query);
