@@ -465,7 +465,7 @@ class MAtChA : public MonotonicAttention {
 /// establishes on every call (the mechanism, the energy's form and scalars, the query's
 /// shape and dtype, the kernel target) established once, here, and the context handed out
 /// as the chosen memory row in place instead of a copy. At T = U = 100, d = 256 a step
-/// takes about 25-40% of hard_step_into's time in float32, 45-55% in float64
+/// takes about 30-45% of hard_step_into's time in float32, 40-55% in float64
 /// (docs/benchmarks.md: the grid's pool and the L2-resident one).
 ///
 /// Bound to one mechanism and one stream's memory, both of which must outlive it. The
