@@ -571,7 +571,7 @@ int main(int argc, char** argv) {
   line();
   line("`PreparedHardStep` (nn/attention.h): the same step on raw arrays, with what `hard_step_into`"
        " establishes on every call (the mechanism, the energy's form and scalars, the query's shape"
-       " and dtype, the kernel target) established once per stream, and the context handed out as"
+       " and dtype) established once per stream, and the context handed out as"
        " the chosen memory row in place; \"+ copy\": the caller then copies that row into its own"
        " buffer after every step, as the plain-loop peer below does. Same decisions as"
        " `hard_step_into` (tests/nn/test_attention.cc compares them step by step). The ratios divide"

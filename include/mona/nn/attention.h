@@ -463,7 +463,7 @@ class MAtChA : public MonotonicAttention {
 /// sec. 2.5; energies e_j = g <s, W h_j> + r, 002 eq. 17) on raw arrays, for decoding loops
 /// in which the step itself is the cost: the step hard_step_into takes, with everything it
 /// establishes on every call (the mechanism, the energy's form and scalars, the query's
-/// shape and dtype, the kernel target) established once, here, and the context handed out
+/// shape and dtype) established once, here, and the context handed out
 /// as the chosen memory row in place instead of a copy. At T = U = 100, d = 256 a step
 /// takes about 30-45% of hard_step_into's time in float32, 40-55% in float64
 /// (docs/benchmarks.md: the grid's pool and the L2-resident one).
