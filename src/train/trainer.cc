@@ -2,7 +2,6 @@
 #include "mona/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <c10/core/thread_pool.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include "mona/io/log.h"
 #include "mona/io/plot.h"
 #include "mona/nn/threads.h"
+#include "worker_team.h"
 
 namespace mona::train {
 namespace fs = std::filesystem;
@@ -921,7 +921,7 @@ class TrainingRun {
   std::unique_ptr<PartitionedAdam> adam_;  // one part per thread (train_step)
   // train.threads - 1 threads that run the shards and parts k >= 1 (train_step), each its
   // operators on itself alone; kept for the run, so that each keeps its allocator caches.
-  std::unique_ptr<c10::ThreadPool> workers_;
+  std::unique_ptr<WorkerTeam> workers_;
   std::vector<std::shared_ptr<nn::Seq2Seq>> replicas_;  // train.threads - 1 copies (train_step)
   std::vector<at::Generator> replica_dropout_;          // their dropout generators
   RunState run_;
@@ -943,6 +943,10 @@ class TrainingRun {
 // models have a smaller one; an estimate that is off only leaves one thread waiting a little
 // longer for another.
 constexpr double kShardFixedRows = 18;
+
+// How long a thread of the step's team polls before it sleeps (worker_team.h): longer than
+// the gaps between a step's forks, which are a fraction of a millisecond (bench/notes.md).
+constexpr std::chrono::microseconds kTeamSpin{2000};
 
 TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& progress_out)
     : c_(c),
@@ -1011,8 +1015,8 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
     progress_out_ << "\n";
   }
   if (c_.train.threads > 1) {
-    workers_ = std::make_unique<c10::ThreadPool>(static_cast<int>(c_.train.threads - 1), -1,
-                                                 [] { nn::run_operators_on_this_thread(); });
+    workers_ = std::make_unique<WorkerTeam>(c_.train.threads - 1, kTeamSpin,
+                                                    [] { nn::run_operators_on_this_thread(); });
   }
   for (int64_t k = 1; k < c_.train.threads; ++k) {
     Config replica_config = t_.config;
@@ -1169,33 +1173,20 @@ TrainingRun::PassResult TrainingRun::shard_pass(nn::Seq2Seq& model, const std::v
   return r;
 }
 
-// Runs task(k) for k = 0 .. n - 1: task(0) on the calling thread, the others on `workers`
-// (at least n - 1 threads when n > 1); returns the results in the order of k and rethrows
-// the first exception once every task has ended.
+// Runs task(k) for k = 0 .. n - 1: task(0) on the calling thread, the others on `team`
+// (null only when n is 1); returns the results in the order of k and rethrows the first
+// exception (by k) once every task has ended.
 template <class Task>
-auto on_threads(c10::ThreadPool* workers, size_t n, const Task& task) {
+auto on_threads(WorkerTeam* team, size_t n, const Task& task) {
   using Result = decltype(task(size_t{0}));
-  std::vector<std::future<Result>> running;
-  for (size_t k = 1; k < n; ++k) {
-    auto job = std::make_shared<std::packaged_task<Result()>>([&task, k] { return task(k); });
-    running.push_back(job->get_future());
-    workers->run([job] { (*job)(); });
-  }
   std::vector<Result> results;
-  std::exception_ptr failed;
-  try {
+  if (n == 1) {
     results.push_back(task(0));
-  } catch (...) {
-    failed = std::current_exception();
+    return results;
   }
-  for (auto& r : running) {
-    try {
-      results.push_back(r.get());
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
+  std::vector<std::optional<Result>> done(n);
+  team->run(n, [&](size_t k) { done[k].emplace(task(k)); });
+  for (auto& r : done) results.push_back(std::move(*r));
   return results;
 }
 
