@@ -21,7 +21,9 @@
 // `patience` evaluations without improvement. With train.threads = n each batch is cut into
 // at most n shards of about equal cost (shard_batch) trained at once, one thread each, their
 // gradients added; clipping and Adam then run in n parts of the parameters at once
-// (PartitionedAdam, mona/train/optimizer.h). With the same seed and thread count a run is
+// (PartitionedAdam, mona/train/optimizer.h). Between these parts a waiting thread polls for
+// up to 2 ms before it sleeps (src/train/worker_team.h: a sleeping virtual CPU took 46-91 us
+// on average to start its part). With the same seed and thread count a run is
 // deterministic, and a run resumed from `last.ckpt` continues exactly as if uninterrupted.
 //
 // Output directory: a run holds a lock on train.output_dir while it runs
