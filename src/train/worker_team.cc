@@ -48,12 +48,19 @@ WorkerTeam::WorkerTeam(int64_t workers, std::chrono::microseconds spin, std::fun
   MONA_CHECK(workers >= 1, "WorkerTeam: workers: expected >= 1, got ", workers);
   MONA_CHECK(spin.count() >= 0, "WorkerTeam: spin: expected >= 0 us, got ", spin.count());
   threads_.reserve(static_cast<size_t>(workers));
-  for (int64_t i = 0; i < workers; ++i) {
-    threads_.emplace_back([this, i, on_start] { work(static_cast<size_t>(i), on_start); });
+  try {
+    for (int64_t i = 0; i < workers; ++i) {
+      threads_.emplace_back([this, i, on_start] { work(static_cast<size_t>(i), on_start); });
+    }
+  } catch (...) {  // a thread that could not start (std::system_error): end those that did
+    stop();
+    throw;
   }
 }
 
-WorkerTeam::~WorkerTeam() {
+WorkerTeam::~WorkerTeam() { stop(); }
+
+void WorkerTeam::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);

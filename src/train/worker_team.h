@@ -34,7 +34,8 @@ class WorkerTeam {
  public:
   /// Starts `workers` threads (>= 1), each of which first runs `on_start` (when given).
   /// `spin`: how long a waiting thread (a worker between runs, the caller waiting for the
-  /// workers) polls before it sleeps. Throws mona::ArgumentError when workers < 1 or spin < 0.
+  /// workers) polls before it sleeps. Throws mona::ArgumentError when workers < 1 or spin < 0,
+  /// and std::system_error when a thread cannot be started (those started are ended first).
   WorkerTeam(int64_t workers, std::chrono::microseconds spin, std::function<void()> on_start = {});
   /// Stops and joins the workers (each ends after the run it is in).
   ~WorkerTeam();
@@ -51,6 +52,7 @@ class WorkerTeam {
 
  private:
   void work(size_t index, const std::function<void()>& on_start);
+  void stop();  // ends and joins the workers
 
   const std::chrono::microseconds spin_;
   std::mutex mutex_;
