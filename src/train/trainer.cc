@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <atomic>
 #include <exception>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1016,7 +1015,7 @@ TrainingRun::TrainingRun(Config& c, const RunOptions& options, std::ostream& pro
   }
   if (c_.train.threads > 1) {
     workers_ = std::make_unique<WorkerTeam>(c_.train.threads - 1, kTeamSpin,
-                                                    [] { nn::run_operators_on_this_thread(); });
+                                            [] { nn::run_operators_on_this_thread(); });
   }
   for (int64_t k = 1; k < c_.train.threads; ++k) {
     Config replica_config = t_.config;
