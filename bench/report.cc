@@ -419,8 +419,8 @@ int main(int argc, char** argv) {
   line("- times are CPU time of the calling thread (google-benchmark; one-thread points run on it alone, "
        "OpenBLAS's pool included, mona/nn/threads.h), wall time where a table says so: the mean over the "
        "trials of one repetition, then the minimum over the repetitions (interleaved at random across "
-       "the run; bench/run-benchmarks.in sets how many, and the decode points the verdicts read get "
-       "more), since other jobs on the shared machine only ever add time. The CSVs' reps column "
+       "the run; bench/run-benchmarks.in sets how many, and the decode and training points the verdicts "
+       "read get more), since other jobs on the shared machine only ever add time. The CSVs' reps column "
        "gives the count of every point.");
   line();
 
