@@ -29,6 +29,12 @@ std::vector<char*> parse_flags(int argc, char** argv, Flags& flags, bool takes_t
 /// nothing when reps <= 1.
 void repeat_min(benchmark::internal::Benchmark* b, int reps);
 
+/// How many times --reps the points a report's verdicts read run (bench/decode and
+/// bench/train, each its verdict_point): they cost little, and on this shared VM a
+/// disturbance can outlast five repetitions spread over the run, so the minimum over more of
+/// them is the one taken from a quiet moment, for numerator and denominator alike.
+inline constexpr int kVerdictRepsFactor = 4;
+
 /// Console output as usual; `runs` keeps, per benchmark, the run a CSV row reports: the
 /// run itself when the benchmark had one repetition, else its "min" aggregate.
 class MinRunReporter : public benchmark::ConsoleReporter {

@@ -393,11 +393,8 @@ void bm_probe_alloc(benchmark::State& st, at::ScalarType dtype) {
 
 // The points the report's verdicts read: the roofline probes, the grid's T = U = 100 row
 // (speedup over soft attention, cost per inspected entry) and the scaling sweep's 100 and
-// 1000 (the 1000/100 ratios). They cost little, so they run kVerdictRepsFactor times as many
-// repetitions as the others: on this shared VM a disturbance can last longer than five
-// short repetitions spread over the run, and the minimum over more of them is the one
-// taken from a quiet moment, for numerator and denominator alike.
-constexpr int kVerdictRepsFactor = 4;
+// 1000 (the 1000/100 ratios). They run kVerdictRepsFactor (bench/common.h) times as many
+// repetitions as the others.
 bool verdict_point(const Point& p) {
   return p.kind == "probe" || (p.kind == "grid" && p.T == 100 && p.U == 100) ||
          (p.kind == "scaling" && p.T <= 1000);
@@ -407,7 +404,7 @@ void add(const std::string& name, Point p, benchmark::internal::Benchmark* b) {
   b->Iterations(p.trials)->Unit(benchmark::kMicrosecond);
   // A single-trial point (soft attention at T = U = 10000, tens of seconds) runs once.
   const bool more = verdict_point(p) && !g_config.quick;
-  p.reps = p.trials == 1 ? 1 : g_config.reps * (more ? kVerdictRepsFactor : 1);
+  p.reps = p.trials == 1 ? 1 : g_config.reps * (more ? mona::bench::kVerdictRepsFactor : 1);
   mona::bench::repeat_min(b, p.reps);
   g_points[name] = p;
 }

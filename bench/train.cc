@@ -365,11 +365,8 @@ void bm_copy(benchmark::State& st, std::string key) {  // one thread at any coun
 
 // The points whose ratios the report's verdicts read: mona's expected alignment and MoChA
 // (over the copy bound, and two threads over one) and the copy probes (the bound). Each
-// repetition takes well under a second, so they run kVerdictRepsFactor times as many
-// repetitions as the others, as bench/decode's verdict points do: on this shared VM a
-// disturbance can outlast five repetitions spread over the run, and the minimum over more
-// of them is the one taken from a quiet moment, for the kernel and the bound alike.
-constexpr int kVerdictRepsFactor = 4;
+// repetition takes well under a second; they run kVerdictRepsFactor (bench/common.h) times
+// as many repetitions as the others, as bench/decode's verdict points do.
 bool verdict_point(const Point& p) {
   return p.op == "copy" || (p.impl == "mona" && (p.op == "alignment" || p.op == "mocha"));
 }
@@ -383,7 +380,7 @@ void add(const std::string& name, const Point& p, void (*fn)(benchmark::State&, 
     b->Iterations(p.iters)->Unit(benchmark::kMillisecond);
     Point q = p;
     q.threads = threads;
-    q.reps = g_config.reps * (verdict_point(p) && !g_config.quick ? kVerdictRepsFactor : 1);
+    q.reps = g_config.reps * (verdict_point(p) && !g_config.quick ? mona::bench::kVerdictRepsFactor : 1);
     mona::bench::repeat_min(b, q.reps);
     g_points[full] = std::move(q);
   }
