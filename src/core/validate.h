@@ -93,10 +93,11 @@ void check_nonnegative(const char* kernel, const char* name, const T* x, const V
 
 /// For kernels that check their values as they read them and, when a check fails, run the
 /// full checks above to name the entry: reached only if those found nothing, which would
-/// be a bug in mona.
-[[noreturn]] inline void internal_check_failed(const char* kernel) {
-  mona::detail::fail(kernel, ": internal error: a value check failed while reading the "
-                     "inputs, but not when they were checked again");
+/// be a bug in mona. `what` says which check failed.
+[[noreturn]] inline void internal_check_failed(
+    const char* kernel,
+    const char* what = "a value check failed while reading the inputs, but not when they were checked again") {
+  mona::detail::fail(kernel, ": internal error: ", what);
 }
 
 /// A [B, T] tensor seen as a grid of one row per batch element ([B, 1, T]), rank 2.
