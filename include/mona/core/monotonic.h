@@ -29,7 +29,9 @@
 //
 // where G[i, j] = dL/dalpha[i, j] is the total gradient reaching alpha[i, j]: the caller's
 // grad_alpha plus, in the full grid, gq[i+1, j] from the row below. q is recomputed from
-// the saved alpha, so the backward pass needs no saved intermediate state.
+// the saved alpha, so the backward pass needs no saved intermediate state. The full-grid
+// kernels compute gq[i, j] as gq[i, j+1] + p[i, j] * (G[i, j] - gq[i, j+1]), the same value
+// with the difference that dL/dp takes too.
 //
 // Shapes ([B, U, T] notation, see mona/core/grid.h for lengths and padding):
 //   p, alpha, grad_alpha, grad_p:   [B, U, T]   (full grid)   or [B, T] (one step)
